@@ -12,14 +12,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from crs_connectors.base import CRSConnector, CRSReply, connectors, instantiate
-from usersimcrs.config import RunConfig, validate_section
+from crs_connectors.base import CRSConnector, CRSReply
+from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import AGENT, Dialogue, Utterance
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.engine.context import RunContext
 from usersimcrs.engine.ids import conversation_id, conversation_seed
-from usersimcrs.errors import ConfigError
-from usersimcrs.simulators.base import Stop, UserSimulator, simulators
+from usersimcrs.engine.plugins import RunPlugins, plugins_from_config
+from usersimcrs.simulators.base import Stop, UserSimulator
 
 
 @dataclass(frozen=True)
@@ -42,12 +42,13 @@ def plan(config: RunConfig, index: int) -> ConversationPlan:
 class ConversationRunner:
     """Builds a fresh simulator and connector per conversation and runs the turn loop."""
 
-    def __init__(self, config: RunConfig, context: RunContext, profiles: Any, source: str = "config") -> None:
+    def __init__(
+        self, config: RunConfig, context: RunContext, profiles: Any, source: str = "config", plugins: RunPlugins | None = None
+    ) -> None:
         self.config = config
         self.context = context
         self.profiles = profiles
-        self.sim_cls, self.sim_config = _plugin(simulators, config.simulator, "simulator", source)
-        self.crs_cls, self.crs_config = _plugin(connectors, config.crs, "crs", source)
+        self.plugins = plugins or plugins_from_config(config, source)
 
     async def run(self, conv: ConversationPlan) -> Dialogue:
         dialogue = Dialogue(
@@ -65,10 +66,10 @@ class ConversationRunner:
             dialogue.profile = profile.model_dump(mode="json")
             t0 = time.perf_counter()
             timings["profile_s"] = t0 - started
-            simulator: UserSimulator = self.sim_cls(self.sim_config, self.context, profile, conv.seed)
+            simulator: UserSimulator = self.plugins.simulator(self.context, profile, conv.seed)
             t1 = time.perf_counter()
             timings["simulator_s"] += t1 - t0  # building the simulator is simulator time too
-            crs = instantiate(self.crs_cls, self.crs_config, self.context)
+            crs = self.plugins.crs(self.context)
             timings["crs_s"] += time.perf_counter() - t1
             await asyncio.wait_for(
                 self._loop(dialogue, simulator, crs, timings),
@@ -146,14 +147,6 @@ def _fail(dialogue: Dialogue, reason: str) -> None:
     dialogue.status = "failed"
     dialogue.error = reason[:2000]
     dialogue.end_reason = dialogue.end_reason or "error"
-
-
-def _plugin(registry: Any, section: dict[str, Any], name: str, source: str) -> tuple[type, Any]:
-    if "type" not in section:
-        raise ConfigError(f"{source}: missing key '{name}.type'")
-    cls = registry.get(section["type"])
-    config = validate_section(cls.Config, section, source=source, prefix=name)
-    return cls, config
 
 
 def profile_from_dict(data: dict[str, Any]) -> UserProfile:

@@ -46,6 +46,22 @@ def run_coroutine(coro: Coroutine[Any, Any, T], kind: str = "auto") -> T:
         return runner.run(coro)
 
 
+def run_blocking(coro: Coroutine[Any, Any, T], kind: str = "auto") -> T:
+    """Run `coro` to completion from synchronous code, also when an event loop is already running.
+
+    Inside a running loop (a Jupyter cell, an async application) the coroutine runs on a fresh loop
+    in a worker thread while the caller waits; elsewhere it runs on a fresh loop in this thread.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run_coroutine(coro, kind)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="usersimcrs") as pool:
+        return pool.submit(run_coroutine, coro, kind).result()
+
+
 def current_loop_kind() -> str:
     """'uvloop' or 'asyncio': the kind of the running loop (recorded in the run manifest)."""
     loop = asyncio.get_running_loop()

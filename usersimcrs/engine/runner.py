@@ -22,6 +22,7 @@ from usersimcrs.engine.context import RunContext
 from usersimcrs.engine.conversation import ConversationRunner, plan
 from usersimcrs.engine.loop import current_loop_kind, frozen_heap, run_coroutine
 from usersimcrs.engine.manifest import environment, read_manifest, write_manifest
+from usersimcrs.engine.plugins import RunPlugins
 from usersimcrs.engine.progress import RunProgress
 from usersimcrs.errors import ConfigError, UserError
 
@@ -113,12 +114,17 @@ def completed_ids(path: Path) -> set[str]:
 
 
 async def iter_conversations(
-    config: RunConfig, context: RunContext, indices: Iterable[int], *, source: str = "config"
+    config: RunConfig,
+    context: RunContext,
+    indices: Iterable[int],
+    *,
+    source: str = "config",
+    plugins: RunPlugins | None = None,
 ) -> AsyncIterator[Dialogue]:
     """Run the conversations of `indices` with at most `config.concurrency` at once, yielding each as it ends."""
     from usersimcrs.user_model.population import build_profile_source
 
-    runner = ConversationRunner(config, context, build_profile_source(config.profiles, context), source)
+    runner = ConversationRunner(config, context, build_profile_source(config.profiles, context), source, plugins)
     queue: asyncio.Queue[Dialogue | None] = asyncio.Queue(maxsize=config.concurrency * 2)
     pending = iter(list(indices))
 
@@ -165,6 +171,7 @@ async def run_async(
     overwrite: bool = False,
     context: RunContext | None = None,
     source: str = "config",
+    plugins: RunPlugins | None = None,
 ) -> RunSummary:
     """Run (or resume) `config` into `output_dir`; see module docstring."""
     output_dir = Path(output_dir)
@@ -190,7 +197,7 @@ async def run_async(
 
             stream = iter_conversations_ray(config, indices, source=source, run_dir=output_dir, usage=remote_usage)
         else:
-            stream = iter_conversations(config, context, indices, source=source)
+            stream = iter_conversations(config, context, indices, source=source, plugins=plugins)
         with JsonlWriter(output_dir / DIALOGUES) as writer, progress, frozen_heap():
             async for dialogue in stream:
                 writer.write(dialogue)
