@@ -84,23 +84,7 @@ class PythonConnector(CRSConnector):
 
     def __init__(self, config: PythonConfig, context: Any) -> None:
         super().__init__(config, context)
-        target = _import_dotted(config.target)
-        if inspect.isclass(target):
-            if not callable(getattr(target, "reply", None)):
-                raise ConfigError(f"crs.target: {config.target} has no reply(history, user_utterance) method")
-            try:
-                self.model: Any = target(**config.options)
-            except TypeError as exc:
-                raise ConfigError(f"crs.options: cannot build {config.target}: {exc}") from None
-            self.function: Callable[..., Any] = self.model.reply
-            self.arity = 2
-        elif callable(target):
-            if config.options:
-                raise ConfigError(f"crs.options: {config.target} is a function; options apply to classes only")
-            self.model, self.function = None, target
-            self.arity = _positional_arity(target)
-        else:
-            raise ConfigError(f"crs.target: {config.target} is neither a class nor a callable")
+        self.model, self.function, self.arity = bind_target(_import_dotted(config.target), config.target, config.options)
 
     async def open(self, conversation_id: str) -> None:
         hook = getattr(self.model, "open", None)
@@ -124,6 +108,47 @@ class PythonConnector(CRSConnector):
         hook = getattr(self.model, "close", None)
         if callable(hook):
             await call_maybe_async(hook)
+
+
+def bind_target(target: Any, label: str, options: dict[str, Any] | None = None) -> tuple[Any, Callable[..., Any], int]:
+    """(model, reply function, arity) for a CRS given as a class (built here), an object with `reply`, or a function."""
+    if inspect.isclass(target):
+        if not callable(getattr(target, "reply", None)):
+            raise ConfigError(f"crs.target: {label} has no reply(history, user_utterance) method")
+        try:
+            model = target(**(options or {}))
+        except TypeError as exc:
+            raise ConfigError(f"crs.options: cannot build {label}: {exc}") from None
+        return model, model.reply, 2
+    if callable(getattr(target, "reply", None)):
+        if options:
+            raise ConfigError(f"crs.options: {label} is an object already built; options apply to classes only")
+        return target, target.reply, 2
+    if callable(target):
+        if options:
+            raise ConfigError(f"crs.options: {label} is a function; options apply to classes only")
+        return None, target, _positional_arity(target)
+    raise ConfigError(f"crs.target: {label} is neither a class, an object with reply() nor a callable")
+
+
+class ObjectConfig(ConnectorConfig):
+    """Options of a CRS handed over as a Python object (the public API's `crs=`); `type` names it."""
+
+    items_from_text: bool = Field(False, description="parse items out of the text when the reply has none")
+
+
+class ObjectConnector(PythonConnector):
+    """A CRS object, class or function given directly (not by dotted path), e.g. from a notebook.
+
+    A class is built once per conversation; an object is shared by every conversation of the run
+    (it must keep its per-conversation state itself); a function is called per turn.
+    """
+
+    Config = ObjectConfig  # type: ignore[assignment]
+
+    def __init__(self, config: ObjectConfig, context: Any, target: Any) -> None:  # noqa: D107
+        CRSConnector.__init__(self, config, context)
+        self.model, self.function, self.arity = bind_target(target, config.type)
 
 
 def _positional_arity(function: Callable[..., Any]) -> int:

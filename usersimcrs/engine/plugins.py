@@ -35,16 +35,27 @@ class RunPlugins:
 
 def plugins_from_config(config: RunConfig, source: str = "config") -> RunPlugins:
     """Factories for the plug-ins the config names; options are validated here, before any conversation."""
-    sim_cls, sim_config = _resolve(simulators, config.simulator, "simulator", source)
-    crs_cls, crs_config = _resolve(connectors, config.crs, "crs", source)
+    return RunPlugins(simulator=simulator_factory(config.simulator, source), crs=connector_factory(config.crs, source))
 
-    def simulator(context: RunContext, profile: UserProfile, seed: int) -> UserSimulator:
-        return sim_cls(sim_config, context, profile, seed)
 
-    def crs(context: RunContext) -> CRSConnector:
+def simulator_factory(section: dict[str, Any], source: str = "config") -> SimulatorFactory:
+    """The factory of the simulator a `simulator:` section names (options validated now)."""
+    sim_cls, sim_config = _resolve(simulators, section, "simulator", source)
+
+    def build(context: RunContext, profile: UserProfile, seed: int) -> UserSimulator:
+        return sim_cls(sim_config, context, profile, seed)  # type: ignore[no-any-return]
+
+    return build
+
+
+def connector_factory(section: dict[str, Any], source: str = "config") -> ConnectorFactory:
+    """The factory of the connector a `crs:` section names (options validated now; recorder applied)."""
+    crs_cls, crs_config = _resolve(connectors, section, "crs", source)
+
+    def build(context: RunContext) -> CRSConnector:
         return instantiate(crs_cls, crs_config, context)
 
-    return RunPlugins(simulator=simulator, crs=crs)
+    return build
 
 
 def _resolve(registry: Registry[Any], section: dict[str, Any], name: str, source: str) -> tuple[Any, Any]:
