@@ -8,7 +8,7 @@ from typing import Any
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.judges.base import JUDGES
 from usersimcrs.judges.estimate import estimate
 from usersimcrs.judges.runner import JudgeRunSummary, judge_run

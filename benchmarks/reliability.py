@@ -26,7 +26,7 @@ from typing import Any, Callable
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.engine.runner import run_async
 from usersimcrs.judges.base import JUDGES
 from usersimcrs.judges.runner import JudgeRunSummary, judge_run

@@ -15,7 +15,7 @@ from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
 from usersimcrs.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
-    from usersimcrs.engine.context import RunContext
+    from usersimcrs.runtime.context import RunContext
 
 
 class CRSReply(BaseModel):

@@ -20,6 +20,7 @@ from crs_connectors.base import ConnectorConfig, CRSConnector, CRSReply
 from usersimcrs.core.dialogue import Dialogue, Utterance
 from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl
 from usersimcrs.errors import ConfigError, ConnectorError
+from usersimcrs.runtime.context import RunContext
 
 RECORD_VERSION = 1
 
@@ -70,12 +71,16 @@ class RecordingConnector(CRSConnector):
         return getattr(self.inner, name)
 
 
-def _shared_writer(context: Any, path: str) -> JsonlWriter:
-    """One appending writer per file per run (whole-line writes, so concurrent conversations interleave safely)."""
-    shared = getattr(context, "shared", None)
-    if callable(shared):
-        return shared(f"record_to:{path}", lambda: JsonlWriter(path))
-    return JsonlWriter(path)
+def _shared_writer(context: RunContext, path: str) -> JsonlWriter:
+    """One appending writer per file per run (whole-line writes, so concurrent conversations interleave
+    safely), closed with the run's other resources when the run ends."""
+
+    def open_writer() -> JsonlWriter:
+        writer = JsonlWriter(path)
+        context.on_close(writer.close)
+        return writer
+
+    return context.shared(f"record_to:{path}", open_writer)
 
 
 class ReplayConfig(ConnectorConfig):

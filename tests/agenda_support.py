@@ -9,7 +9,7 @@ from crs_connectors.base import ConnectorConfig, CRSConnector, CRSReply
 from usersimcrs.core.dialogue import AGENT, Dialogue, DialogueAct, ItemRef, SlotValue, Utterance
 from usersimcrs.core.items import Item, ItemCollection, display_title
 from usersimcrs.core.profile import InformationNeed, Preferences, SeenItem, UserProfile
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.agenda.policy.domain import domain_from_items
 from usersimcrs.simulators.agenda.policy.interaction_model import load_interaction_model
 from usersimcrs.simulators.agenda.policy.item_judge import ItemJudge

@@ -7,7 +7,7 @@ from typing import Any
 from crs_connectors.base import CRSReply, build_connector
 from usersimcrs.core.dialogue import AGENT, USER, Dialogue, Utterance
 from usersimcrs.core.items import Item, ItemCollection
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.testing.crs_servers import DEFAULT_CATALOG
 
 

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from usersimcrs.core.dialogue import AGENT, Dialogue, ItemRef, Utterance
 from usersimcrs.core.items import Item, ItemCollection
 from usersimcrs.core.profile import UserProfile
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.llm.base import LLM, LLMResult, Message
 from usersimcrs.simulators.base import Stop, UserSimulator
 

@@ -7,7 +7,7 @@ import asyncio
 from tests.agenda_support import act, catalogue, comedy_fan, policy_for, ref, run_conversation, simulator
 from usersimcrs.core.dialogue import AGENT, Dialogue, Utterance
 from usersimcrs.core.profile import Ratings, SeenItem
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.agenda.policy.agenda import Agenda
 from usersimcrs.simulators.base import Stop
 

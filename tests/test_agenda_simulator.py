@@ -8,7 +8,7 @@ import pytest
 
 from tests.agenda_support import ScriptedCRS, catalogue, comedy_fan, run_conversation, simulator
 from usersimcrs.config import validate_section
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.errors import ConfigError
 from usersimcrs.simulators.agenda.simulator import AgendaSimulator
 from usersimcrs.simulators.base import simulators

@@ -14,7 +14,7 @@ from crs_connectors.baselines.bm25_index import BM25Index, item_tokens
 from tests.connectors_support import scripted_conversation
 from usersimcrs.core.items import Item, ItemCollection
 from usersimcrs.core.profile import Ratings
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.errors import ConfigError, ConnectorError, LLMError
 from usersimcrs.llm.base import LLM, LLMResult, Message
 

@@ -16,7 +16,7 @@ import yaml
 from usersimcrs.config import load_run_config
 from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.engine.ids import conversation_id
-from usersimcrs.engine.manifest import read_manifest
+from usersimcrs.core.manifest import read_manifest
 from usersimcrs.engine.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from usersimcrs.config import RunConfig
-from usersimcrs.engine.manifest import read_manifest
+from usersimcrs.core.manifest import read_manifest
 from usersimcrs.engine.runner import run
 from usersimcrs.testing.llm_server import LLMServer
 

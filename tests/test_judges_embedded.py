@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.judges.base import JudgeOptions
 from usersimcrs.judges.estimate import prompt_tokens
 from usersimcrs.judges.prompt_builder import ConversationView, criterion_messages

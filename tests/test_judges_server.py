@@ -9,7 +9,7 @@ import re
 import pytest
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.judges.base import JudgeOptions
 from usersimcrs.judges.components import expand_models_map
 from usersimcrs.judges.core12 import Core12Judge

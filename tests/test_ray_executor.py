@@ -10,7 +10,7 @@ import yaml
 
 from usersimcrs.config import load_run_config
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.engine.manifest import read_manifest
+from usersimcrs.core.manifest import read_manifest
 from usersimcrs.engine.ray_executor import chunk_size, chunked
 from usersimcrs.engine.runner import run
 from usersimcrs.errors import ConfigError

@@ -21,7 +21,7 @@ import yaml
 
 from usersimcrs.config import load_run_config
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.engine.manifest import read_manifest
+from usersimcrs.core.manifest import read_manifest
 from usersimcrs.engine.runner import run
 from usersimcrs.llm.cache import CACHE_FILE, CachedReply, ResponseCache
 from usersimcrs.testing.llm_server import LLMServer

@@ -17,7 +17,7 @@ import pytest
 from tests.llm_sim_support import converse, list_crs, movie_items, profile_for
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.profile import SeenItem
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.base import simulators
 
 pytestmark = [pytest.mark.embedded, pytest.mark.slow]

@@ -10,7 +10,7 @@ import pytest
 from tests.llm_sim_support import movie_items
 from usersimcrs.config import ProfilesConfig
 from usersimcrs.core.profile import Ratings, UserProfile
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.errors import ConfigError, DataError
 from usersimcrs.user_model.population import build_profile_source
 

@@ -98,7 +98,7 @@ def import_run(
     overwrite: bool = False,
 ) -> ImportResult:
     """Write a run folder (dialogues.jsonl, judgments.jsonl, manifest.json) from outside results."""
-    from usersimcrs.engine.manifest import environment, write_manifest
+    from usersimcrs.core.manifest import environment, write_manifest
 
     output = Path(output)
     target = output / "dialogues.jsonl"

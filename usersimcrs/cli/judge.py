@@ -107,7 +107,7 @@ def base_llm_config(args: argparse.Namespace, manifest: dict[str, Any]):
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.engine.manifest import read_manifest
+    from usersimcrs.core.manifest import read_manifest
     from usersimcrs.judges.components import expand_models_map, load_models_map
     from usersimcrs.judges.estimate import estimate
     from usersimcrs.judges.runner import DIALOGUES, JUDGMENTS, load_judgments, plan_run, read_dialogues, select
@@ -138,7 +138,7 @@ def handle(args: argparse.Namespace) -> int:
         _print(report, args.json, "dry run")
         return 0
 
-    from usersimcrs.engine.context import RunContext
+    from usersimcrs.runtime.context import RunContext
     from usersimcrs.llm.provider import LLMProvider
 
     manifest = read_manifest(run_dir)

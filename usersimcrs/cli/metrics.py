@@ -62,7 +62,7 @@ def _rate(value: float, flag: str) -> float:
 
 def compute_and_write(run_dir: str | Path, config: "MetricsConfig") -> list[str]:
     """Evaluate a run folder, write its metric files and manifest entry; returns the gate's messages."""
-    from usersimcrs.engine.manifest import update_manifest
+    from usersimcrs.core.manifest import update_manifest
     from usersimcrs.metrics.run_files import evaluate, gate_messages, load_run, write_metrics
 
     data = load_run(run_dir)

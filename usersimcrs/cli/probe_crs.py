@@ -88,7 +88,7 @@ def connector_section(args: argparse.Namespace) -> dict[str, Any]:
 
 def build_context(item_file: str | None) -> Any:
     from usersimcrs.core.items import ItemCollection
-    from usersimcrs.engine.context import RunContext
+    from usersimcrs.runtime.context import RunContext
 
     items = None
     if item_file:

@@ -16,7 +16,7 @@ from crs_connectors.base import CRSConnector, CRSReply
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import AGENT, Dialogue, Utterance
 from usersimcrs.core.profile import UserProfile
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.engine.ids import conversation_id, conversation_seed
 from usersimcrs.engine.plugins import RunPlugins, plugins_from_config
 from usersimcrs.simulators.base import Stop, UserSimulator

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from usersimcrs.config import RunConfig, absolutize, read_yaml, validate_section
 from usersimcrs.engine.loop import run_coroutine
-from usersimcrs.engine.manifest import read_manifest
+from usersimcrs.core.manifest import read_manifest
 from usersimcrs.errors import ConfigError
 
 CELLS_DIR = "cells"

@@ -18,10 +18,10 @@ from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl
 from usersimcrs.core.profile import Ratings
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.engine.conversation import ConversationRunner, plan
 from usersimcrs.engine.loop import current_loop_kind, frozen_heap, run_coroutine
-from usersimcrs.engine.manifest import environment, read_manifest, write_manifest
+from usersimcrs.core.manifest import environment, read_manifest, write_manifest
 from usersimcrs.engine.plugins import RunPlugins
 from usersimcrs.engine.progress import RunProgress
 from usersimcrs.errors import ConfigError, UserError
@@ -82,12 +82,12 @@ def _existing(path: str, fallback: str | None, key: str) -> str:
 
 
 def build_context(config: RunConfig, run_dir: Path | None = None) -> RunContext:
-    """Load the run's shared resources; LLMs are created lazily on first use."""
+    """Load the run's shared resources; LLMs are created lazily on first use. `close_context` releases them."""
     import httpx
 
     from usersimcrs.llm.provider import LLMProvider
 
-    return RunContext(
+    context = RunContext(
         items=load_items(config),
         ratings=load_ratings(config),
         llms=LLMProvider(config.llm, config.llm_components),
@@ -99,13 +99,14 @@ def build_context(config: RunConfig, run_dir: Path | None = None) -> RunContext:
         run_seed=config.seed,
         data=dict(config.data),
     )
+    context.on_close(context.llms.aclose)
+    context.on_close(context.http.aclose)
+    return context
 
 
 async def close_context(context: RunContext) -> None:
-    if context.http is not None:
-        await context.http.aclose()
-    if context.llms is not None and hasattr(context.llms, "aclose"):
-        await context.llms.aclose()
+    """Release the run's resources (HTTP pool, LLM backends and caches, recorder files)."""
+    await context.aclose()
 
 
 def completed_ids(path: Path) -> set[str]:

@@ -12,7 +12,7 @@ from usersimcrs.llm.base import Message
 from usersimcrs.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
-    from usersimcrs.engine.context import RunContext
+    from usersimcrs.runtime.context import RunContext
 
 Status = Literal["ok", "parse_error", "out_of_range", "llm_error", "missing_input"]
 """Why a judgment has (or lacks) a value. Anything but "ok" comes with ``value=None``."""

@@ -29,7 +29,7 @@ from usersimcrs.judges.parsing import ScoreOutcome, ScoreSpec, ask_score
 from usersimcrs.judges.prompt_builder import ConversationView, build_messages, output_instructions
 
 if TYPE_CHECKING:  # pragma: no cover
-    from usersimcrs.engine.context import RunContext
+    from usersimcrs.runtime.context import RunContext
 
 FACTOR_JUDGE = "core12"
 OVERALL = "overall"

@@ -16,7 +16,7 @@ from usersimcrs.judges.prompt_builder import ConversationView
 from usersimcrs.judges.rubric_judge import RubricJudge
 
 if TYPE_CHECKING:  # pragma: no cover
-    from usersimcrs.engine.context import RunContext
+    from usersimcrs.runtime.context import RunContext
 
 RECORDED_KEY = "persuasiveness"
 

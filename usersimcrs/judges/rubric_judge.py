@@ -15,7 +15,7 @@ from usersimcrs.judges.parsing import ScoreSpec, ask_score
 from usersimcrs.judges.prompt_builder import ConversationView, criterion_messages
 
 if TYPE_CHECKING:  # pragma: no cover
-    from usersimcrs.engine.context import RunContext
+    from usersimcrs.runtime.context import RunContext
 
 
 class RubricJudge(Judge):

@@ -15,7 +15,7 @@ from usersimcrs.judges.base import Judge, JudgeUsage, Judgment, PlannedCall
 from usersimcrs.judges.debate import FACTOR_JUDGE, OVERALL, DebateJudge
 
 if TYPE_CHECKING:  # pragma: no cover
-    from usersimcrs.engine.context import RunContext
+    from usersimcrs.runtime.context import RunContext
 
 DIALOGUES = "dialogues.jsonl"
 JUDGMENTS = "judgments.jsonl"
@@ -162,7 +162,7 @@ def _add_counts(base: Any, extra: Any) -> Any:
 
 def record_usage(run_dir: Path, judge_name: str, summary: JudgeRunSummary, llm_usage: Mapping[str, Any]) -> dict:
     """Add this invocation's judge tokens to ``manifest.json`` under ``judges`` (summed over invocations)."""
-    from usersimcrs.engine.manifest import read_manifest, update_manifest
+    from usersimcrs.core.manifest import read_manifest, update_manifest
 
     current = read_manifest(run_dir).get("judges", {})
     usage = summary.usage.model_dump()

@@ -21,7 +21,7 @@ from usersimcrs.config import RunConfig
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.core.run_folder import Run, load_run
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.plugins import ConnectorFactory, RunPlugins, SimulatorFactory, connector_factory
 from usersimcrs.engine.plugins import simulator_factory as engine_simulator_factory

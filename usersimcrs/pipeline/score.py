@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from usersimcrs.core.run_folder import MANIFEST, Run, load_run
-from usersimcrs.engine.manifest import update_manifest
+from usersimcrs.core.manifest import update_manifest
 from usersimcrs.metrics.run_files import MetricsConfig, evaluate, gate_messages, write_metrics
 
 

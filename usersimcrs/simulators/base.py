@@ -17,7 +17,7 @@ from usersimcrs.core.profile import UserProfile
 from usersimcrs.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
-    from usersimcrs.engine.context import RunContext
+    from usersimcrs.runtime.context import RunContext
 
 
 class Stop(BaseModel):

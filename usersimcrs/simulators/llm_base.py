@@ -26,7 +26,7 @@ from usersimcrs.simulators.prompting import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from usersimcrs.engine.context import RunContext
+    from usersimcrs.runtime.context import RunContext
 
 
 class LLMSimulatorConfig(SimulatorConfig):

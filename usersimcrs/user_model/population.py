@@ -24,7 +24,7 @@ from usersimcrs.user_model.preferences import preferences_from_ratings, split_by
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.config import ProfilesConfig
-    from usersimcrs.engine.context import RunContext
+    from usersimcrs.runtime.context import RunContext
 
 PROFILE_FILES = ("profiles.jsonl", "information_needs.jsonl")
 

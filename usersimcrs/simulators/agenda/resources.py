@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from usersimcrs.core.dialogue import USER, Dialogue
 from usersimcrs.core.dialoguekit_io import read_dialoguekit
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.agenda.nlg.templates import load_default_templates, mine_templates
 from usersimcrs.simulators.agenda.nlu.act_parser import format_acts
 from usersimcrs.simulators.agenda.policy.domain import Domain, domain_from_items, load_domain

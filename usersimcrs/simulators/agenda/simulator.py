@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from usersimcrs.core.dialogue import AGENT, USER, Dialogue, DialogueAct, ItemRef, Utterance
 from usersimcrs.core.profile import UserProfile
-from usersimcrs.engine.context import RunContext
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.agenda.nlg.base import NLGSettings, nlg_components
 from usersimcrs.simulators.agenda.nlu.act_parser import ParseResult, format_acts
 from usersimcrs.simulators.agenda.nlu.base import DEFAULT_ROLES, NLUSettings, nlu_components
