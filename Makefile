@@ -10,7 +10,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[local,dev,ray]"
+	$(BIN)/python -m pip install -q -e ".[dev,ray]"
 	touch $@
 
 install: $(BIN)/.installed
@@ -30,7 +30,7 @@ test-fast: install
 	$(BIN)/python -m pytest -q -m "not embedded and not slow"
 
 bench: install
-	$(BIN)/usersimcrs bench --quick
+	$(BIN)/python -m benchmarks --quick
 
 clean:
 	rm -rf runs .pytest_cache

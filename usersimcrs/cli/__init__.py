@@ -7,7 +7,7 @@ import importlib
 import logging
 import sys
 
-from usersimcrs import __version__
+from usersimcrs.version import __version__
 from usersimcrs.errors import UserError
 
 # subcommand module names, in the order `--help` lists them

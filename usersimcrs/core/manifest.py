@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from usersimcrs import __version__
+from usersimcrs.version import __version__
 
 MANIFEST = "manifest.json"
 _SECRET_PARTS = re.compile(r"(?:^|_)(?:api_?key|token|secret|password|passwd|authorization|auth|cookie|bearer)(?:_|$)")
