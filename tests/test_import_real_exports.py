@@ -64,7 +64,7 @@ def repeated(tmp_path) -> Path:
 def test_repeated_ids_are_renamed_in_file_order_and_exact_copies_reported(repeated, tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert _import(repeated, "-o", run_dir) == 0
-    assert "2 repeated IDs 2 renamed (1 exact duplicates)" in capsys.readouterr().out
+    assert "2 dialogues with a repeated ID renamed (1 exact duplicates, 1 differing)" in capsys.readouterr().out
     dialogues = list(iter_jsonl(run_dir / "dialogues.jsonl"))
     assert [d["conversation_id"] for d in dialogues] == ["t1", "t1~2", "t2", "t1~3"]
     assert dialogues[3]["metadata"]["source_conversation_id"] == "t1"
@@ -83,7 +83,8 @@ def test_rename_passes_over_a_suffix_the_file_already_uses(tmp_path, capsys):
 def test_repeated_ids_skip_drops_later_occurrences_and_counts_them(repeated, tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert _import(repeated, "-o", run_dir, "--on-duplicate", "skip") == 0
-    assert "2 of 4 dialogues imported" in capsys.readouterr().out
+    line = capsys.readouterr().out
+    assert "2 of 4 dialogues imported" in line and "2 dialogues with a repeated ID skipped" in line
     assert [d["conversation_id"] for d in iter_jsonl(run_dir / "dialogues.jsonl")] == ["t1", "t2"]
     skipped = _report(run_dir)["duplicates"]["skipped"]
     assert [(s["position"], s["exact_duplicate"]) for s in skipped] == [(1, True), (3, False)]

@@ -184,10 +184,11 @@ class ImportReport(BaseModel):
             f"{self.acts.dropped} of {self.acts.read} dialogue acts dropped (no intent)",
         ]
         if dup.repeated_ids:
-            done = f"{len(dup.renamed)} renamed" if dup.mode == "rename" else f"{len(dup.skipped)} skipped"
-            parts.append(f"{dup.exact + dup.differing} repeated IDs {done} ({dup.exact} exact duplicates)")
+            done = "renamed" if dup.mode == "rename" else "skipped"
+            parts.append(f"{dup.exact + dup.differing} dialogues with a repeated ID {done} "
+                         f"({dup.exact} exact duplicates, {dup.differing} differing)")
         else:
-            parts.append("0 repeated IDs")
+            parts.append("no repeated IDs")
         if self.judgments is not None:
             j = self.judgments
             joins = sorted({x.join for x in j.lists if x.join != "none"}) or ["none"]
