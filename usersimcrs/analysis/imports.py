@@ -179,8 +179,8 @@ class ImportReport(BaseModel):
         """The one line the CLI prints."""
         dup = self.duplicates
         parts = [
-            f"{self.output}: {self.dialogues_written} of {self.dialogues_read} dialogues imported "
-            f"({self.dialogues_failed} failed)",
+            (f"{self.output}: {self.dialogues_written} of {self.dialogues_read} dialogues imported "
+             f"({self.dialogues_failed} failed)"),
             f"{self.acts.dropped} of {self.acts.read} dialogue acts dropped (no intent)",
         ]
         if dup.repeated_ids:
