@@ -114,8 +114,8 @@ class DuplicateReport(BaseModel):
 
     mode: OnDuplicate
     repeated_ids: int = 0
-    exact: int = Field(0, description="later occurrences identical to an earlier one with the same ID")
-    differing: int = Field(0, description="later occurrences whose content differs")
+    exact: int = Field(default=0, description="later occurrences identical to an earlier one with the same ID")
+    differing: int = Field(default=0, description="later occurrences whose content differs")
     renamed: list[RenamedId] = Field(default_factory=list)
     skipped: list[SkippedId] = Field(default_factory=list)
 
@@ -141,7 +141,7 @@ class JudgmentJoinReport(BaseModel):
     records_read: int = 0
     joined: int = 0
     dropped: int = 0
-    parse_failures: int = Field(0, description="joined records whose score was unusable (stored as missing)")
+    parse_failures: int = Field(default=0, description="joined records whose score was unusable (stored as missing)")
     dropped_by_reason: dict[str, int] = Field(default_factory=dict)
     unmatched_ids: list[str] = Field(default_factory=list, description="first few IDs with no dialogue")
     lists: list[ListJoin] = Field(default_factory=list)
@@ -191,7 +191,7 @@ class ImportReport(BaseModel):
             parts.append("no repeated IDs")
         if self.judgments is not None:
             j = self.judgments
-            joins = sorted({x.join for x in j.lists if x.join != "none"}) or ["none"]
+            joins: list[str] = sorted({x.join for x in j.lists if x.join != "none"}) or ["none"]
             parts.append(
                 f"judgments: {j.records_read} read, {j.joined} joined (by {'+'.join(joins)}), {j.dropped} dropped, "
                 f"{j.parse_failures} unparseable -> missing"
