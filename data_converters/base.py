@@ -45,6 +45,16 @@ class WarningSummary(BaseModel):
     examples: list[str] = Field(default_factory=list)
 
 
+class PartialOutput(BaseModel):
+    """Records read but written only in part on purpose (not malformed): how many, and why."""
+
+    what: str
+    read: int
+    written: int
+    reason: str
+    counts: dict[str, int] = Field(default_factory=dict, description="a breakdown of `written`")
+
+
 class ConversionReport(BaseModel):
     """What went in, what came out, what was dropped and why (written as conversion_report.json)."""
 
@@ -56,10 +66,15 @@ class ConversionReport(BaseModel):
     counts_dropped: dict[str, int] = Field(default_factory=dict)
     dropped: list[DroppedRecord] = Field(default_factory=list)
     warnings: dict[str, WarningSummary] = Field(default_factory=dict)
+    partial: list[PartialOutput] = Field(default_factory=list, description="outputs smaller than their input, by design")
     files: list[str] = Field(default_factory=list)
 
     def count_in(self, key: str, n: int = 1) -> None:
         self.counts_in[key] = self.counts_in.get(key, 0) + n
+
+    def written_in_part(self, what: str, read: int, written: int, reason: str, **counts: int) -> None:
+        """Say why fewer `what` were written than read, so a smaller output is not mistaken for a loss."""
+        self.partial.append(PartialOutput(what=what, read=read, written=written, reason=reason, counts=counts))
 
     def warn(self, code: str, message: str) -> None:
         """Count one oddity under `code`, keeping the first few messages as examples."""

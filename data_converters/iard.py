@@ -117,6 +117,13 @@ class IARDConverter(Converter):
                 output.profiles.append(profile)
         for path in metadata_files:
             enrich_items(items, read_movielens_items(path, lambda w, r: self.bad(report, w, r)), report, str(path))
+        if len(catalogue):
+            from_catalogue = sum(item.id in catalogue for item in items)
+            report.written_in_part(
+                "movies", read=len(catalogue), written=len(items),
+                reason="only movies mentioned in the converted dialogues are written",
+                from_movie_list=from_catalogue, mentioned_but_not_in_movie_list=len(items) - from_catalogue,
+            )
         return output
 
     def _dialogue(

@@ -103,3 +103,27 @@ def test_jsonl_torn_tail_and_bad_middle_line(tmp_path):
     path.write_text('{"conversation_id": "a"}\nnot json\n{"conversation_id": "b"}\n')
     with pytest.raises(DataError, match=r"d.jsonl:2"):
         list(iter_jsonl(path))
+
+
+def test_acts_without_intent_are_dropped_counted_and_their_utterances_kept(tmp_path):
+    from usersimcrs.core.dialoguekit_io import read_dialoguekit_report
+
+    turns = [
+        {"participant": "USER", "utterance": "a comedy please", "dialogue_acts": [{"intent": "DISCLOSE", "slot_values": [["GENRE", "comedy"]]}]},
+        {"participant": "AGENT", "utterance": "How about Heat?", "dialogue_acts": [{"intent": None, "slot_values": [["TITLE", "Heat"]]}]},
+        {"participant": "AGENT", "utterance": "Or Up?", "dialogue_acts": [{"intent": "", "slot_values": []}, {"intent": "REVEAL"}]},
+        {"participant": "AGENT", "utterance": "Anything else?", "dialogue_acts": [{"slot_values": []}]},
+    ]
+    path = tmp_path / "real.json"
+    path.write_text(json.dumps([{"conversation_id": "c1", "conversation": turns}]))
+    result = read_dialoguekit_report(path)
+    (d,) = result.dialogues
+    assert [u.text for u in d.utterances] == [t["utterance"] for t in turns]
+    assert [[a.intent for a in u.dialogue_acts] for u in d.utterances] == [["DISCLOSE"], [], ["REVEAL"], []]
+    assert result.acts.read == 5
+    assert (result.acts.dropped_null_intent, result.acts.dropped_empty_intent) == (2, 1)
+    assert result.acts.dropped == 3 and result.acts.slots_dropped == 1 and result.acts.utterances_affected == 3
+    assert read_dialoguekit(path) == result.dialogues
+    path.write_text(json.dumps([{"conversation_id": "c1", "conversation": [{"participant": "USER", "utterance": "x", "dialogue_acts": [{"intent": ["A"]}]}]}]))
+    with pytest.raises(DataError, match=r"dialogue_acts\[0\]: intent must be a string"):
+        read_dialoguekit(path)

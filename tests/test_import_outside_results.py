@@ -51,8 +51,16 @@ def outside(tmp_path):
 def test_import_marks_errors_failed_and_joins_anchor_judgments(outside, tmp_path, capsys):
     dialogue_file, judge_file = outside
     run_dir = tmp_path / "run"
-    assert main(["import", str(dialogue_file), "--output", str(run_dir), "--judgments", str(judge_file)]) == 0
-    assert "1 judged conversations not in the file were skipped" in capsys.readouterr().out
+    # conv-9 is judged but not in the export: the import refuses to drop that record silently
+    assert main(["import", str(dialogue_file), "--output", str(run_dir), "--judgments", str(judge_file)]) == 1
+    assert "5 judgment records read, 4 joined, 1 dropped" in capsys.readouterr().err
+    assert not run_dir.exists()
+    args = ["import", str(dialogue_file), "--output", str(run_dir), "--judgments", str(judge_file), "--allow-unjoined"]
+    assert main(args) == 0
+    assert "judgments: 5 read, 4 joined (by id), 1 dropped" in capsys.readouterr().out
+    report = json.loads((run_dir / "import_report.json").read_text())
+    assert report["judgments"]["dropped_by_reason"] == {"no_dialogue_with_id": 1}
+    assert report["judgments"]["unmatched_ids"] == ["conv-9"]
     dialogues = list(iter_jsonl(run_dir / "dialogues.jsonl"))
     assert [d["conversation_id"] for d in dialogues] == ["conv-1", "conv-2", "conv-3"]
     assert [d["status"] for d in dialogues] == ["ok", "failed", "ok"]
@@ -62,6 +70,7 @@ def test_import_marks_errors_failed_and_joins_anchor_judgments(outside, tmp_path
     by_key = {(j["conversation_id"], j["name"]): j for j in judgments}
     assert set(by_key) == {("conv-1", "fluency"), ("conv-2", "fluency"), ("conv-3", "fluency"),
                            ("conv-1", "overall_satisfaction")}
+    assert {j["join"] for j in judgments} == {"id"}
     assert by_key[("conv-1", "fluency")]["value"] == 4.0 and by_key[("conv-1", "fluency")]["rationale"] == "reads well"
     assert by_key[("conv-3", "fluency")]["value"] is None
     assert by_key[("conv-3", "fluency")]["status"] == "parse_error" and by_key[("conv-3", "fluency")]["raw_value"] == 0.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from usersimcrs.version import __version__
@@ -59,13 +60,27 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows up here rather than at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _stdout_gone()
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _stdout_gone() -> int:
+    """The reader of our output went away (`usersimcrs metrics RUN | head`): stop quietly.
+
+    Python's documented remedy: point stdout at devnull so the final flush cannot fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + 13  # what a shell reports for a writer stopped by SIGPIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

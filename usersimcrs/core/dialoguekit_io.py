@@ -4,18 +4,25 @@ DialogueKit 0.1.1 writes ``"conversation ID"``/``"utterance ID"`` but reads ``co
 ``utterance_id``, and some annotated files write ``"slots"`` instead of ``"slot_values"``; this
 reader accepts all of them and the writer emits the spellings DialogueKit's reader expects. Our
 run fields (status, end reason, seed, profile, ...) travel in ``metadata["usersimcrs"]``.
+
+Real exports hold dialogue acts whose intent is null or empty (DialogueKit reads them as acts
+without an intent); our acts need an intent, so such acts are dropped, the utterance is kept, and
+`read_dialoguekit_report` says how many were dropped.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError, computed_field
 
 from usersimcrs.core.dialogue import Annotation, Dialogue, DialogueAct, ItemRef, SlotValue, Utterance
 from usersimcrs.errors import DataError
+
+logger = logging.getLogger(__name__)
 
 _RUN_KEY = "usersimcrs"
 _UTTERANCE_KEYS = {
@@ -23,6 +30,29 @@ _UTTERANCE_KEYS = {
     "annotations", "utterance_feedback", "feedback", "items", "latency_s", "metadata",
 }
 _RUN_FIELDS = ("status", "error", "end_reason", "index", "seed", "profile", "timings")
+
+
+class ActCounts(BaseModel):
+    """Dialogue acts seen while reading, and those dropped because they carry no intent."""
+
+    read: int = 0
+    dropped_null_intent: int = 0
+    dropped_empty_intent: int = 0
+    slots_dropped: int = 0
+    utterances_affected: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def dropped(self) -> int:
+        return self.dropped_null_intent + self.dropped_empty_intent
+
+
+class DialogueKitRead(BaseModel):
+    """What one DialogueKit file held: the dialogues, and what the reader had to leave out."""
+
+    source: str
+    dialogues: list[Dialogue]
+    acts: ActCounts
 
 
 def _slot_value(raw: Any, where: str) -> SlotValue:
@@ -64,7 +94,35 @@ def _opt_str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _utterance(raw: Any, where: str) -> Utterance:
+def _acts(raw_acts: Any, where: str, counts: ActCounts) -> list[DialogueAct]:
+    """An utterance's acts; acts with a null/missing or empty intent are dropped and counted in `counts`."""
+    acts = []
+    dropped_here = 0
+    for j, act in enumerate(raw_acts or []):
+        place = f"{where}.dialogue_acts[{j}]"
+        if not isinstance(act, dict):
+            raise DataError(f"{place}: a dialogue act must be an object")
+        slots = act.get("slot_values", act.get("slots")) or []
+        if not isinstance(slots, list):
+            raise DataError(f"{place}: slot_values must be a list")
+        counts.read += 1
+        intent = act.get("intent")
+        if intent is None or (isinstance(intent, str) and not intent.strip()):
+            if intent is None:
+                counts.dropped_null_intent += 1
+            else:
+                counts.dropped_empty_intent += 1
+            counts.slots_dropped += len(slots)
+            dropped_here += 1
+            continue
+        if not isinstance(intent, (str, int)) or isinstance(intent, bool):
+            raise DataError(f"{place}: intent must be a string, got {type(intent).__name__}")
+        acts.append(DialogueAct(intent=str(intent), slot_values=[_slot_value(s, place) for s in slots]))
+    counts.utterances_affected += dropped_here > 0
+    return acts
+
+
+def _utterance(raw: Any, where: str, counts: ActCounts) -> Utterance:
     if not isinstance(raw, dict):
         raise DataError(f"{where}: utterance must be an object")
     participant = str(raw.get("participant", "")).upper()
@@ -73,19 +131,7 @@ def _utterance(raw: Any, where: str) -> Utterance:
     text = raw.get("utterance", raw.get("text"))
     if not isinstance(text, str):
         raise DataError(f"{where}: missing utterance text")
-    acts = []
-    for j, act in enumerate(raw.get("dialogue_acts") or []):
-        if not isinstance(act, dict) or not act.get("intent"):
-            raise DataError(f"{where}.dialogue_acts[{j}]: needs an intent")
-        slots = act.get("slot_values", act.get("slots")) or []
-        if not isinstance(slots, list):
-            raise DataError(f"{where}.dialogue_acts[{j}]: slot_values must be a list")
-        acts.append(
-            DialogueAct(
-                intent=str(act["intent"]),
-                slot_values=[_slot_value(s, f"{where}.dialogue_acts[{j}]") for s in slots],
-            )
-        )
+    acts = _acts(raw.get("dialogue_acts"), where, counts)
     annotations = []
     for ann in raw.get("annotations") or []:
         if isinstance(ann, dict):
@@ -121,8 +167,12 @@ def _utterance(raw: Any, where: str) -> Utterance:
     )
 
 
-def dialogue_from_dialoguekit(raw: Any, where: str = "dialogue") -> Dialogue:
-    """One DialogueKit dialogue object -> Dialogue (IDs kept; other toolkits' `metadata.error` -> failed)."""
+def dialogue_from_dialoguekit(raw: Any, where: str = "dialogue", counts: ActCounts | None = None) -> Dialogue:
+    """One DialogueKit dialogue object -> Dialogue (IDs kept; other toolkits' `metadata.error` -> failed).
+
+    Acts without an intent are dropped; pass `counts` to learn how many.
+    """
+    counts = ActCounts() if counts is None else counts
     if not isinstance(raw, dict):
         raise DataError(f"{where}: dialogue must be an object")
     cid = raw.get("conversation_id", raw.get("conversation ID"))
@@ -140,7 +190,7 @@ def dialogue_from_dialoguekit(raw: Any, where: str = "dialogue") -> Dialogue:
     run = metadata.pop(_RUN_KEY, None) or {}
     if not isinstance(run, dict):
         raise DataError(f"{where}: metadata.{_RUN_KEY} must be an object")
-    utterances = [_utterance(u, f"{where}.conversation[{i}]") for i, u in enumerate(turns)]
+    utterances = [_utterance(u, f"{where}.conversation[{i}]", counts) for i, u in enumerate(turns)]
     try:
         dialogue = Dialogue(
             conversation_id=str(cid),
@@ -163,8 +213,8 @@ def _first_error(exc: ValidationError) -> str:
     return ".".join(str(p) for p in first["loc"]) + f": {first['msg']}"
 
 
-def read_dialoguekit(path: str | Path) -> list[Dialogue]:
-    """Read a DialogueKit JSON file (a list of dialogues)."""
+def read_dialoguekit_report(path: str | Path) -> DialogueKitRead:
+    """Read a DialogueKit JSON file (a list of dialogues) with counts of the acts left out."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -176,7 +226,20 @@ def read_dialoguekit(path: str | Path) -> list[Dialogue]:
         data = [data]
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a list of dialogues")
-    return [dialogue_from_dialoguekit(d, f"{path}[{i}]") for i, d in enumerate(data)]
+    counts = ActCounts()
+    dialogues = [dialogue_from_dialoguekit(d, f"{path}[{i}]", counts) for i, d in enumerate(data)]
+    return DialogueKitRead(source=str(path), dialogues=dialogues, acts=counts)
+
+
+def read_dialoguekit(path: str | Path) -> list[Dialogue]:
+    """Read a DialogueKit JSON file (a list of dialogues); dropped intent-less acts are logged."""
+    result = read_dialoguekit_report(path)
+    if result.acts.dropped:
+        logger.warning(
+            "%s: dropped %d of %d dialogue acts without an intent (%d null, %d empty)",
+            path, result.acts.dropped, result.acts.read, result.acts.dropped_null_intent, result.acts.dropped_empty_intent,
+        )
+    return result.dialogues
 
 
 def dialogue_to_dialoguekit(dialogue: Dialogue) -> dict[str, Any]:
