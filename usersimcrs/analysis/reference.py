@@ -57,7 +57,7 @@ def read_judge_records(path: str | Path) -> list[dict[str, Any]]:
         raise DataError(f"{path}: file not found")
     if path.suffix == ".jsonl":
         return list(iter_jsonl(path))
-    from usersimcrs.analysis.imports import read_anchor_judgments
+    from usersimcrs.analysis.anchor_judgments import read_anchor_judgments
 
     try:
         json.loads(path.read_text(encoding="utf-8"))

@@ -7,12 +7,6 @@ judge's stability: the std of each factor and of the total over the runs.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
-from usersimcrs.errors import UserError
-
-COLUMNS = ["name", "n", "spearman_r", "kendall_tau_b", "qwk", "cohen_kappa", "randolph_kappa",
-           "krippendorff_alpha", "percent_agreement"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,37 +23,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.analysis.factors import stability
-    from usersimcrs.analysis.judgments import judgments_table
-    from usersimcrs.analysis.reference import (
-        inter_factor_comparison,
-        judge_vs_reference,
-        read_judge_records,
-        read_reference,
-    )
-    from usersimcrs.report.tables import markdown_table, write_table
+    from usersimcrs.pipeline.agreement import AGREEMENT_COLUMNS, agreement
+    from usersimcrs.report.tables import markdown_table
 
-    if not args.reference and not args.repeat:
-        raise UserError("give --reference (agreement with ratings) and/or --repeat FILE (stability over judge runs)")
-    records = read_judge_records(args.judgments)
-    folder = Path(args.output) if args.output else Path(args.judgments).parent
-    if args.reference:
-        reference = read_reference(args.reference)
-        table = judge_vs_reference(records, reference, judge=args.judge)
-        factors = inter_factor_comparison(records, reference, judge=args.judge)
-        paths = write_table(table, folder, "agreement")
-        print(markdown_table(table[COLUMNS]), end="")
-        print(f"mean |tau-b| between factors: judge {factors['judge_mean_abs_tau']:.3f}, "
-              f"reference {factors['reference_mean_abs_tau']:.3f}")
-        print(f"written: {paths[0]}")
-    if args.repeat:
-        runs = [records] + [read_judge_records(path) for path in args.repeat]
-        stacked = [{**r, "repeat": i} for i, run in enumerate(runs) for r in run]
-        table = judgments_table(stacked)
-        if args.judge:
-            table = table[table["judge"] == args.judge]
-        result = stability(table)
-        paths = write_table(result, folder, "stability")
-        print(markdown_table(result), end="")
-        print(f"written: {paths[0]}")
+    result = agreement(args.judgments, reference=args.reference, repeats=args.repeat, judge=args.judge,
+                       output=args.output)
+    if result.agreement is not None:
+        print(markdown_table(result.agreement[AGREEMENT_COLUMNS]), end="")
+        print(f"mean |tau-b| between factors: judge {result.factors['judge_mean_abs_tau']:.3f}, "
+              f"reference {result.factors['reference_mean_abs_tau']:.3f}")
+    if result.stability is not None:
+        print(markdown_table(result.stability), end="")
+    for path in result.files:
+        if path.suffix == ".csv":
+            print(f"written: {path}")
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,20 +15,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.core.dialoguekit_io import write_dialoguekit
-    from usersimcrs.core.jsonl import JsonlWriter
-    from usersimcrs.metrics.run_files import load_run
+    from usersimcrs.pipeline.export import export_run
 
-    dialogues = load_run(args.run_dir).dialogues
-    if args.only_ok:
-        dialogues = [d for d in dialogues if d.status == "ok"]
-    output = Path(args.output)
-    if args.format == "dialoguekit":
-        write_dialoguekit(dialogues, output)
-    else:
-        output.unlink(missing_ok=True)
-        with JsonlWriter(output) as writer:
-            for dialogue in dialogues:
-                writer.write(dialogue)
-    print(f"{output}: {len(dialogues)} dialogues ({args.format})")
+    result = export_run(args.run_dir, args.output, format=args.format, only_ok=args.only_ok)
+    left_out = f", {result.left_out_failed} failed left out" if result.left_out_failed else ""
+    print(f"{result.output}: {result.dialogues} dialogues ({result.format}){left_out}")
     return 0

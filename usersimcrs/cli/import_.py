@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.analysis.imports import UnjoinedJudgments, import_run
+    from usersimcrs.pipeline.imports import UnjoinedJudgments, import_run
 
     try:
         report = import_run(

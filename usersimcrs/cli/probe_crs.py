@@ -1,30 +1,16 @@
-"""`usersimcrs probe-crs`: check a CRS endpoint against its connector before an expensive run.
-
-It checks health, runs a short scripted conversation (latency p50/p95, reply shape, parsed
-items), opens a second conversation to see that sessions stay apart, and a third to see whether
-the CRS uses the conversation context. A broken endpoint ends with one line and a non-zero exit.
-"""
+"""`usersimcrs probe-crs`: check a CRS endpoint against its connector before an expensive run."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import math
-import time
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from usersimcrs.errors import ConfigError, ConnectorError, UserError
+from usersimcrs.errors import ConfigError
 
-PROBE_MESSAGES = (
-    "Hi! I am looking for a movie to watch tonight.",
-    "I really like science fiction movies, something like The Matrix.",
-    "I have seen those already. Can you suggest something else?",
-    "What genre is it?",
-    "Thanks, that sounds good. Bye!",
-)
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.pipeline.probe import ProbeReport
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,30 +25,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--timeout", type=float, help="seconds per request (default: the connector's)")
     parser.add_argument("--message", action="append", help="user messages to send instead of the built-in script")
     parser.set_defaults(func=handle)
-
-
-@dataclass
-class TurnResult:
-    """One probed turn."""
-
-    message: str
-    text: str
-    items: list[Any]
-    latency_s: float
-
-
-@dataclass
-class ProbeReport:
-    """What the probe found; printed as a short report."""
-
-    crs: str
-    health: str | None = None
-    turns: list[TurnResult] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def latency(self, quantile: float) -> float:
-        values = sorted(t.latency_s for t in self.turns)
-        return values[max(0, math.ceil(quantile * len(values)) - 1)] if values else 0.0
 
 
 def connector_section(args: argparse.Namespace) -> dict[str, Any]:
@@ -86,75 +48,7 @@ def connector_section(args: argparse.Namespace) -> dict[str, Any]:
     return section
 
 
-def build_context(item_file: str | None) -> Any:
-    from usersimcrs.core.items import ItemCollection
-    from usersimcrs.runtime.context import RunContext
-
-    items = None
-    if item_file:
-        items = ItemCollection.from_csv(item_file, delimiters={"genres": "|", "keywords": "|"})
-    return RunContext(items=items)
-
-
-async def converse(connector: Any, conversation_id: str, messages: list[str]) -> list[TurnResult]:
-    """Run one scripted conversation; a failing turn is a UserError naming the turn."""
-    from usersimcrs.core.dialogue import AGENT, USER, Dialogue, Utterance
-
-    dialogue = Dialogue(conversation_id=conversation_id)
-    results = []
-    await connector.open(conversation_id)
-    try:
-        for number, message in enumerate(messages, start=1):
-            utterance = Utterance(participant=USER, text=message)
-            started = time.perf_counter()
-            try:
-                reply = await connector.reply(dialogue, utterance)
-            except ConnectorError as exc:
-                raise UserError(f"{conversation_id} turn {number}: {exc}") from None
-            latency = time.perf_counter() - started
-            dialogue.add(utterance)
-            dialogue.add(Utterance(participant=AGENT, text=reply.text, items=reply.items))
-            results.append(TurnResult(message, reply.text, list(reply.items), latency))
-    finally:
-        await connector.close()
-    return results
-
-
-async def probe(section: dict[str, Any], context: Any, messages: list[str]) -> ProbeReport:
-    """Health, a scripted conversation, session separation and context use."""
-    from crs_connectors.base import build_connector
-
-    report = ProbeReport(crs=str(section["type"]))
-    first = build_connector(section, context, source="probe-crs")
-    health = getattr(first, "health", None)
-    if callable(health):
-        try:
-            report.health = await health()
-        except ConnectorError as exc:
-            raise UserError(f"health check of {section.get('url', section['type'])} failed: {exc}") from None
-    report.turns = await converse(first, "probe-a", messages)
-    if not any(t.text.strip() for t in report.turns):
-        raise UserError("the CRS answered every turn with empty text")
-    cookies = list(getattr(getattr(first, "transport", None), "cookies", {}) or [])
-    if cookies:
-        report.notes.append(f"cookies: the CRS set {', '.join(sorted(set(cookies)))}; each conversation keeps its own jar")
-    second = await converse(build_connector(section, context, source="probe-crs"), "probe-b", messages[:1])
-    if second[0].text == report.turns[0].text:
-        report.notes.append("sessions: a second conversation got the same first reply (sessions are kept apart)")
-    else:
-        report.notes.append("sessions: a second conversation got a different first reply "
-                            "(state carried across conversations, or a non-deterministic CRS)")
-    if len(messages) > 1:
-        fresh = await converse(build_connector(section, context, source="probe-crs"), "probe-c", messages[-1:])
-        if fresh[0].text != report.turns[-1].text:
-            report.notes.append("context: the last message got a different reply in a fresh conversation (context is used)")
-        else:
-            report.notes.append("context: the last message got the same reply without the earlier turns "
-                                "(context may be ignored)")
-    return report
-
-
-def render(report: ProbeReport, resolved_possible: bool) -> str:
+def render(report: "ProbeReport", resolved_possible: bool) -> str:
     lines = [f"CRS: {report.crs}"]
     if report.health is not None:
         lines.append(f"health: ok ({report.health[:60]!r})")
@@ -180,12 +74,10 @@ def render(report: ProbeReport, resolved_possible: bool) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
-    if args.turns < 1:
-        raise UserError("--turns must be at least 1")
-    section = connector_section(args)
-    context = build_context(args.item_file)
-    script = args.message or list(PROBE_MESSAGES)
-    messages = [script[i % len(script)] for i in range(args.turns)]
-    report = asyncio.run(probe(section, context, messages))
-    print(render(report, context.items is not None))
+    from usersimcrs.engine.loop import run_blocking
+    from usersimcrs.pipeline.probe import probe_crs
+
+    report = run_blocking(probe_crs(connector_section(args), item_file=args.item_file, turns=args.turns,
+                                    messages=args.message))
+    print(render(report, args.item_file is not None))
     return 0

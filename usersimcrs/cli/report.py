@@ -15,18 +15,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.analysis.compare import is_matrix_dir
-    from usersimcrs.cli.metrics import load_metrics_config
+    from usersimcrs.pipeline.report import report
+    from usersimcrs.pipeline.score import load_metrics_config
 
     config = load_metrics_config(args.config) if args.config else None
-    if is_matrix_dir(args.folder):
-        from usersimcrs.report.matrix_report import build_matrix_report
-
-        metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
-        page = build_matrix_report(args.folder, config=config, metrics=metrics, seed=args.seed)
-    else:
-        from usersimcrs.report.run_report import build_run_report
-
-        page = build_run_report(args.folder, config)
-    print(f"written: {page}")
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    print(f"written: {report(args.folder, config, metrics=metrics, seed=args.seed)}")
     return 0

@@ -32,6 +32,14 @@ class Scores:
         return float(rows["mean"].iloc[0])
 
 
+def load_metrics_config(path: str | Path | None) -> MetricsConfig:
+    """The `metrics:` section of a YAML file (defaults when no file is given); errors name the file and key."""
+    from usersimcrs.config import read_yaml, validate_section
+
+    data = (read_yaml(path).get("metrics") or {}) if path else {}
+    return validate_section(MetricsConfig, data, source=str(path or "metrics"), prefix="metrics")  # type: ignore[no-any-return]
+
+
 def as_run(run: Run | str | Path) -> Run:
     """A `Run` handle for a run or a path to a run folder."""
     return run if isinstance(run, Run) else load_run(run)

@@ -13,83 +13,23 @@ silently, and writes what it did to ``import_report.json``.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
+from usersimcrs.analysis.anchor_judgments import read_anchor_judgments
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.dialoguekit_io import ActCounts, read_dialoguekit_report
 from usersimcrs.core.jsonl import JsonlWriter
 from usersimcrs.errors import DataError, UserError
 
-ANCHOR_JUDGE = "anchor"
-ANCHOR_SCALE = (1.0, 5.0)
 IMPORT_REPORT = "import_report.json"
 RENAME_MARK = "~"
 
 JoinBy = Literal["id", "position"]
 OnDuplicate = Literal["rename", "skip", "fail"]
-
-
-def anchor_judgments(
-    data: Any, *, source: str = "judgments", scale: tuple[float, float] = ANCHOR_SCALE
-) -> list[dict[str, Any]]:
-    """Judgment records from the anchor's nested layout; out-of-scale scores (its 0.0) become missing."""
-    if not isinstance(data, dict):
-        raise DataError(f"{source}: expected {{agent_id: {{aspect: [...]}}}} at the top level")
-    records = []
-    for agent_id, aspects in data.items():
-        if not isinstance(aspects, dict):
-            raise DataError(f"{source}: {agent_id}: expected {{aspect: [...]}}")
-        for aspect, entries in aspects.items():
-            if not isinstance(entries, list):
-                raise DataError(f"{source}: {agent_id}.{aspect}: expected a list of scores")
-            for i, entry in enumerate(entries):
-                where = f"{source}: {agent_id}.{aspect}[{i}]"
-                if not isinstance(entry, dict) or "conversation_id" not in entry:
-                    raise DataError(f"{where}: needs a conversation_id")
-                records.append(_anchor_record(str(agent_id), str(aspect), entry, scale, where))
-    return records
-
-
-def _anchor_record(agent_id: str, aspect: str, entry: dict[str, Any], scale: tuple[float, float], where: str) -> dict[str, Any]:
-    raw = entry.get("score")
-    try:
-        value = None if raw is None else float(raw)
-    except (TypeError, ValueError):
-        raise DataError(f"{where}: score {raw!r} is not a number") from None
-    in_scale = value is not None and scale[0] <= value <= scale[1]
-    return {
-        "conversation_id": str(entry["conversation_id"]),
-        "judge": ANCHOR_JUDGE,
-        "name": aspect,
-        "value": value if in_scale else None,
-        "scale": list(scale),
-        "status": "ok" if in_scale else "parse_error",
-        "model": entry.get("model"),
-        "rationale": entry.get("score_explanation"),
-        "raw_value": raw,
-        "agent_id": agent_id,
-        "source": "imported",
-    }
-
-
-def read_anchor_judgments(path: str | Path) -> list[dict[str, Any]]:
-    """Read an anchor-layout judge JSON file."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc})") from None
-    return anchor_judgments(data, source=str(path))
-
-
-# ---------------------------------------------------------------- report models
 
 
 class RenamedId(BaseModel):

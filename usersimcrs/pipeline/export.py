@@ -1,0 +1,40 @@
+"""Export a run's dialogues for other tools: DialogueKit JSON (IDs kept) or JSONL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from usersimcrs.core.dialoguekit_io import write_dialoguekit
+from usersimcrs.core.jsonl import JsonlWriter
+from usersimcrs.core.run_folder import Run, load_run
+
+ExportFormat = Literal["dialoguekit", "jsonl"]
+
+
+class ExportResult(BaseModel):
+    """What an export wrote."""
+
+    output: Path
+    format: ExportFormat
+    dialogues: int
+    left_out_failed: int = 0
+
+
+def export_run(run: Run | str | Path, output: str | Path, *, format: ExportFormat = "dialoguekit",
+               only_ok: bool = False) -> ExportResult:
+    """Write the run's dialogues to `output`; with `only_ok`, failed conversations are left out (and counted)."""
+    run = run if isinstance(run, Run) else load_run(run)
+    dialogues = run.dialogues
+    kept = [d for d in dialogues if d.status == "ok"] if only_ok else dialogues
+    output = Path(output)
+    if format == "dialoguekit":
+        write_dialoguekit(kept, output)
+    else:
+        output.unlink(missing_ok=True)
+        with JsonlWriter(output) as writer:
+            for dialogue in kept:
+                writer.write(dialogue)
+    return ExportResult(output=output, format=format, dialogues=len(kept), left_out_failed=len(dialogues) - len(kept))
