@@ -76,15 +76,13 @@ def to_reply(result: Any, items_collection: Any, *, parse_text: bool) -> CRSRepl
     return CRSReply(text=text, items=refs, raw=raw, items_from_text=from_text)
 
 
-class PythonConnector(CRSConnector):
-    """Runs a CRS object or function inside the simulation process."""
+class InProcessConnector(CRSConnector):
+    """Calls a CRS model or function living in this process; subclasses say where it comes from."""
 
-    Config = PythonConfig
-    config: PythonConfig
-
-    def __init__(self, config: PythonConfig, context: Any) -> None:
-        super().__init__(config, context)
-        self.model, self.function, self.arity = bind_target(_import_dotted(config.target), config.target, config.options)
+    model: Any
+    function: Callable[..., Any]
+    arity: int
+    items_from_text: bool = False
 
     async def open(self, conversation_id: str) -> None:
         hook = getattr(self.model, "open", None)
@@ -102,7 +100,7 @@ class PythonConnector(CRSConnector):
             raise
         except Exception as exc:  # noqa: BLE001 - the CRS's own failure is recorded on the conversation
             raise ConnectorError(f"in-process CRS raised {type(exc).__name__}: {exc}") from exc
-        return to_reply(result, getattr(self.context, "items", None), parse_text=self.config.items_from_text)
+        return to_reply(result, getattr(self.context, "items", None), parse_text=self.items_from_text)
 
     async def close(self) -> None:
         hook = getattr(self.model, "close", None)
@@ -116,7 +114,7 @@ def bind_target(target: Any, label: str, options: dict[str, Any] | None = None) 
         if not callable(getattr(target, "reply", None)):
             raise ConfigError(f"crs.target: {label} has no reply(history, user_utterance) method")
         try:
-            model = target(**(options or {}))
+            model: Any = target(**(options or {}))
         except TypeError as exc:
             raise ConfigError(f"crs.options: cannot build {label}: {exc}") from None
         return model, model.reply, 2
@@ -137,18 +135,32 @@ class ObjectConfig(ConnectorConfig):
     items_from_text: bool = Field(False, description="parse items out of the text when the reply has none")
 
 
-class ObjectConnector(PythonConnector):
+class PythonConnector(InProcessConnector):
+    """Runs a CRS class, object or function named by a dotted path inside the simulation process."""
+
+    Config = PythonConfig
+    config: PythonConfig
+
+    def __init__(self, config: PythonConfig, context: Any) -> None:
+        super().__init__(config, context)
+        self.model, self.function, self.arity = bind_target(_import_dotted(config.target), config.target, config.options)
+        self.items_from_text = config.items_from_text
+
+
+class ObjectConnector(InProcessConnector):
     """A CRS object, class or function given directly (not by dotted path), e.g. from a notebook.
 
     A class is built once per conversation; an object is shared by every conversation of the run
     (it must keep its per-conversation state itself); a function is called per turn.
     """
 
-    Config = ObjectConfig  # type: ignore[assignment]
+    Config = ObjectConfig
+    config: ObjectConfig
 
-    def __init__(self, config: ObjectConfig, context: Any, target: Any) -> None:  # noqa: D107
-        CRSConnector.__init__(self, config, context)
+    def __init__(self, config: ObjectConfig, context: Any, target: Any) -> None:
+        super().__init__(config, context)
         self.model, self.function, self.arity = bind_target(target, config.type)
+        self.items_from_text = config.items_from_text
 
 
 def _positional_arity(function: Callable[..., Any]) -> int:

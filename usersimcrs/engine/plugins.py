@@ -43,7 +43,8 @@ def simulator_factory(section: dict[str, Any], source: str = "config") -> Simula
     sim_cls, sim_config = _resolve(simulators, section, "simulator", source)
 
     def build(context: RunContext, profile: UserProfile, seed: int) -> UserSimulator:
-        return sim_cls(sim_config, context, profile, seed)  # type: ignore[no-any-return]
+        simulator: UserSimulator = sim_cls(sim_config, context, profile, seed)
+        return simulator
 
     return build
 

@@ -87,20 +87,15 @@ def build_context(config: RunConfig, run_dir: Path | None = None) -> RunContext:
 
     from usersimcrs.llm.provider import LLMProvider
 
-    context = RunContext(
-        items=load_items(config),
-        ratings=load_ratings(config),
-        llms=LLMProvider(config.llm, config.llm_components),
-        http=httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=max(config.concurrency * 2, 10), max_keepalive_connections=config.concurrency * 2),
-            timeout=httpx.Timeout(60.0),
-        ),
-        run_dir=run_dir,
-        run_seed=config.seed,
-        data=dict(config.data),
+    llms = LLMProvider(config.llm, config.llm_components)
+    http = httpx.AsyncClient(
+        limits=httpx.Limits(max_connections=max(config.concurrency * 2, 10), max_keepalive_connections=config.concurrency * 2),
+        timeout=httpx.Timeout(60.0),
     )
-    context.on_close(context.llms.aclose)
-    context.on_close(context.http.aclose)
+    context = RunContext(items=load_items(config), ratings=load_ratings(config), llms=llms, http=http, run_dir=run_dir,
+                         run_seed=config.seed, data=dict(config.data))
+    context.on_close(llms.aclose)
+    context.on_close(http.aclose)
     return context
 
 

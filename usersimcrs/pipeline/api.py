@@ -122,7 +122,8 @@ def build_config(
         data["llm"] = llm.model_dump(exclude_unset=True) if isinstance(llm, LLMConfig) else dict(llm)
     from usersimcrs.config import validate_section
 
-    return validate_section(RunConfig, data, source="usersimcrs.simulate", prefix="simulate")  # type: ignore[no-any-return]
+    config: RunConfig = validate_section(RunConfig, data, source="usersimcrs.simulate", prefix="simulate")
+    return config
 
 
 def default_output(name: str) -> Path:
@@ -160,7 +161,7 @@ async def simulate_async(
     config = build_config(
         crs_section=crs_section,
         simulator_section=simulator_section,
-        items=None if collection is not None else items,  # type: ignore[arg-type]
+        items=items if not isinstance(items, ItemCollection) else None,
         ratings=ratings,
         llm=llm,
         options={"conversations": conversations, **options},

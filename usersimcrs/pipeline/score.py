@@ -37,7 +37,8 @@ def load_metrics_config(path: str | Path | None) -> MetricsConfig:
     from usersimcrs.config import read_yaml, validate_section
 
     data = (read_yaml(path).get("metrics") or {}) if path else {}
-    return validate_section(MetricsConfig, data, source=str(path or "metrics"), prefix="metrics")  # type: ignore[no-any-return]
+    config: MetricsConfig = validate_section(MetricsConfig, data, source=str(path or "metrics"), prefix="metrics")
+    return config
 
 
 def as_run(run: Run | str | Path) -> Run:

@@ -25,9 +25,18 @@ T = TypeVar("T")
 
 
 class LLMSource(Protocol):
-    """Anything that hands out an LLM per component (simulator, nlu, nlg, crs, judge, ...)."""
+    """Hands out an LLM per component (simulator, nlu, nlg, crs, judge, ...) and accounts for them."""
 
     def get(self, component: str) -> "LLM":  # pragma: no cover - interface
+        ...
+
+    def usage_summary(self) -> dict[str, Any]:  # pragma: no cover - interface
+        ...
+
+    def models(self) -> dict[str, str]:  # pragma: no cover - interface
+        ...
+
+    async def aclose(self) -> None:  # pragma: no cover - interface
         ...
 
 
@@ -37,7 +46,7 @@ class RunContext:
 
     items: ItemCollection | None = None
     ratings: Ratings | None = None
-    llms: Any = None  # an LLMSource (usually usersimcrs.llm.provider.LLMProvider)
+    llms: LLMSource | None = None
     http: "httpx.AsyncClient | None" = None
     run_dir: Path | None = None
     run_seed: int = 0
@@ -49,7 +58,7 @@ class RunContext:
         """The LLM configured for `component`; a clear error when the run has none."""
         if self.llms is None:
             raise ConfigError(f"component {component!r} needs an LLM but the run has no 'llm' section")
-        return self.llms.get(component)  # type: ignore[no-any-return]
+        return self.llms.get(component)
 
     def require_items(self, who: str) -> ItemCollection:
         """The item collection, or a ConfigError naming the plug-in that needs one."""
@@ -66,7 +75,8 @@ class RunContext:
         """A lazily built, run-wide read-only resource (e.g. a BM25 index or mined templates)."""
         if key not in self.cache:
             self.cache[key] = factory()
-        return self.cache[key]  # type: ignore[no-any-return]
+        value: T = self.cache[key]
+        return value
 
     def on_close(self, callback: Callable[[], Awaitable[Any]] | Callable[[], Any]) -> None:
         """Call `callback` (sync or async) when the run ends; callbacks run in reverse order."""
