@@ -10,7 +10,7 @@ import pandas as pd
 from usersimcrs.analysis.factors import inter_factor_matrix, mean_abs_off_diagonal, stability
 from usersimcrs.analysis.judgments import judgments_table
 from usersimcrs.analysis.summary import describe
-from usersimcrs.metrics.validity import FLAGS
+from usersimcrs.metrics.validity import FLAGS, is_checked, is_set
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
 from usersimcrs.report.tables import mean_with_ci
@@ -20,13 +20,14 @@ PER_TURN_FAMILIES = [("pc@", "Preference Coverage PC_t@k", "PC_t"), ("recall@", 
 
 
 def validity_table(conversations: pd.DataFrame) -> pd.DataFrame:
-    """Count and share of each flag, and of valid conversations."""
-    n = len(conversations)
+    """Count and share of each flag among the conversations where it was checked; unchecked flags say so."""
     rows = []
     for flag in [*FLAGS, "valid"]:
-        count = int(conversations[flag].astype(bool).sum()) if flag in conversations and n else 0
-        rows.append({"flag": flag, "conversations": count, "share": count / n if n else float("nan")})
-    return pd.DataFrame(rows)
+        column = conversations[flag] if flag in conversations else pd.Series([], dtype=object)
+        count, checked = int(is_set(column).sum()), int(is_checked(column).sum())
+        rows.append({"flag": flag, "conversations": count, "checked": checked,
+                     "share": count / checked if checked else float("nan"), "note": "" if checked else "not checked"})
+    return pd.DataFrame(rows, columns=["flag", "conversations", "checked", "share", "note"])
 
 
 def metric_table(summary: pd.DataFrame, *, skip: Iterable[str] = (*FLAGS, "valid")) -> pd.DataFrame:
