@@ -175,14 +175,16 @@ def test_ranking_notes_follow_the_direction_of_the_metric():
 
 
 @pytest.mark.parametrize("drop", ["target_free__retrieval__ml"])
-def test_matrix_report_leaves_out_missing_cells(tmp_path, drop):
+def test_matrix_report_leaves_out_missing_cells(tmp_path, capsys, drop):
     matrix = tmp_path / "matrix"
     for sim in ("target_biased", "target_free"):
         for crs in ("popularity", "retrieval"):
             name = f"{sim}__{crs}__ml"
             if name != drop:
                 write_run(matrix / "cells" / name, crs=crs, simulator=sim, n=5, name=name, judged=False)
+    capsys.readouterr()
     assert main(["compare", str(matrix), "--resamples", "200"]) == 0
+    assert "ranks are uncertain" in capsys.readouterr().out
     means = pd.read_csv(matrix / "comparison" / "means.csv")
     assert not ((means["simulator"] == "target_free") & (means["crs"] == "retrieval")).any()
     assert means["note"].str.contains("n<10").all()

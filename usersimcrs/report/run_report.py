@@ -83,6 +83,11 @@ def build_run_report(run_dir: str | Path, config: MetricsConfig | None = None) -
     if unmeasured:
         report.text("Not measured on any conversation (n = 0; missing, never 0): " + ", ".join(unmeasured) + ".",
                     note="success" in unmeasured)
+    if "satisfaction_status" in conversations and (conversations["satisfaction_status"] != "ok").any():
+        counts = conversations["satisfaction_status"].fillna("unknown").value_counts().sort_index()
+        report.table("satisfaction_status", counts.rename_axis("status").reset_index(name="conversations"),
+                     caption="Why satisfaction is missing where it is: out_of_scale = the classifier answered "
+                     "outside 1-5 (it can say 0), never counted as a score.")
     reasons = end_reason_table(summary)
     if not reasons.empty:
         report.table("end_reasons", reasons, caption="Why conversations ended (share).")
