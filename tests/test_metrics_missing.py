@@ -6,12 +6,14 @@ import pandas as pd
 import pytest
 
 from tests.metrics_fixtures import dialogue, ref
+from usersimcrs.analysis.run_metrics import evaluate, write_metrics
 from usersimcrs.analysis.summary import summarize
 from usersimcrs.cli.metrics import flags_line, summary_line
+from usersimcrs.core.run_folder import load_run
 from usersimcrs.metrics.base import MetricContext
 from usersimcrs.metrics.compute import compute_metrics
+from usersimcrs.metrics.config import MetricsConfig, gate_messages
 from usersimcrs.metrics.options import MetricOptions, RewardConfig
-from usersimcrs.metrics.run_files import MetricsConfig, evaluate, gate_messages, load_run, write_metrics
 from usersimcrs.metrics.satisfaction import SatisfactionFamily, on_scale
 from usersimcrs.metrics.success import SuccessFamily, has_acceptance_signal, is_success
 from usersimcrs.metrics.validity import flag_conversations, flag_counts, flag_rates

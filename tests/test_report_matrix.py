@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from usersimcrs.cli import main
-from usersimcrs.engine.matrix import deep_merge, judge_arguments, load_matrix_config, plan_cells
+from usersimcrs.engine.matrix import deep_merge, plan_cells
+from usersimcrs.pipeline.matrix import load_matrix_config
 from usersimcrs.errors import ConfigError
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "data"
@@ -57,10 +58,22 @@ def test_bad_matrix_configs_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match="crs: duplicate name"):
         load_matrix_config(path)
     path = _config(tmp_path, base={"conversations": "many"})
-    with pytest.raises(ConfigError, match="cell patient__pop__tiny: key 'conversations'"):
+    with pytest.raises(ConfigError, match="key 'matrix.base.conversations'"):
+        load_matrix_config(path)
+    path = _config(tmp_path, simulators=[{"name": "s", "type": "agenda", "max_turnz": 3}])
+    with pytest.raises(ConfigError, match="cell s__pop__tiny: .*max_turnz"):
         plan_cells(load_matrix_config(path), tmp_path / "out", path)
-    assert judge_arguments(Path("r"), {"judge": "core12", "debate": True, "criteria": ["a", "b"], "max_rounds": 2}) == [
-        "judge", "r", "--judge", "core12", "--debate", "--criteria", "a,b", "--max-rounds", "2"]
+
+
+def test_a_bad_judge_spec_stops_the_matrix_before_any_cell_runs(tmp_path, capsys):
+    out = tmp_path / "out"
+    for judges in ([{"judge": "qualty"}], [{"judge": "quality", "criteria_x": ["fluency"]}],
+                   [{"judge": "quality", "criteria": ["no_such_aspect"]}]):
+        path = _config(tmp_path, judges=judges)
+        assert main(["matrix", str(path), "--output", str(out), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err and "judges" in err, err
+        assert not (out / "cells").exists()  # nothing ran
 
 
 def test_matrix_runs_resumes_and_reports(tmp_path, capsys):

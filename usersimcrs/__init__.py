@@ -31,7 +31,7 @@ _EXPORTS = {
     "Manifest": "usersimcrs.core.run_folder:Manifest",
     "RunConfig": "usersimcrs.config:RunConfig",
     "load_run_config": "usersimcrs.config:load_run_config",
-    "MetricsConfig": "usersimcrs.metrics.run_files:MetricsConfig",
+    "MetricsConfig": "usersimcrs.metrics.config:MetricsConfig",
     "ItemCollection": "usersimcrs.core.items:ItemCollection",
     "Item": "usersimcrs.core.items:Item",
     "ItemRef": "usersimcrs.core.dialogue:ItemRef",
@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from usersimcrs.core.items import Item, ItemCollection
     from usersimcrs.core.profile import UserProfile
     from usersimcrs.core.run_folder import Manifest, Run, load_run
-    from usersimcrs.metrics.run_files import MetricsConfig
+    from usersimcrs.metrics.config import MetricsConfig
     from usersimcrs.pipeline.api import LLM, simulate, simulate_async
     from usersimcrs.pipeline.report import report
     from usersimcrs.pipeline.score import Scores, score

@@ -18,8 +18,8 @@ import pandas as pd
 
 from usersimcrs.analysis.judgments import judgments_table
 from usersimcrs.analysis.ranking import MIN_CELL_N, agreement_matrix, rank_table, ranking_notes, simulator_agreement
-from usersimcrs.analysis.summary import describe
 from usersimcrs.analysis.significance import paired_test
+from usersimcrs.analysis.summary import describe
 from usersimcrs.errors import DataError
 
 CELLS_DIR = "cells"
@@ -90,7 +90,9 @@ def combined_table(cells: Iterable[Cell], config=None) -> tuple[pd.DataFrame, pd
 
     Metrics files are computed for a cell that has none yet.
     """
-    from usersimcrs.metrics.run_files import BY_TURN, METRICS, evaluate, load_run, write_metrics
+    from usersimcrs.analysis.run_metrics import evaluate, write_metrics
+    from usersimcrs.core.run_folder import load_run
+    from usersimcrs.metrics.config import BY_TURN, METRICS
 
     frames, curves = [], []
     for cell in cells:

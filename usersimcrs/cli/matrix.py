@@ -8,25 +8,23 @@ import sys
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("matrix", help="run a simulator x CRS x dataset matrix (resumable) and report it")
-    parser.add_argument("config", help="matrix config (YAML: base, simulators, crs, datasets)")
+    parser.add_argument("config", help="matrix config (YAML: base, simulators, crs, datasets, metrics, judges)")
     parser.add_argument("--output", "-o", help="matrix folder (default: runs/<name>)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(func=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from usersimcrs.pipeline.matrix import run_matrix
 
-    from usersimcrs.engine.matrix import load_matrix_config, run_matrix
-
-    output = Path(args.output or Path("runs") / load_matrix_config(args.config).name)
-    summary = run_matrix(args.config, output, progress=not args.no_progress)
+    summary = run_matrix(args.config, args.output, progress=not args.no_progress)
     failed = 0
     for name, status in summary.cells.items():
         print(f"  {name}: {status}")
         failed += status.startswith("failed")
-    print(f"{output}: {len(summary.cells)} cells in {summary.wall_s:.1f}s"
-          + (f"; report: {output / 'report.html'}" if (output / "report.html").exists() else ""))
+    report = summary.output_dir / "report.html"
+    print(f"{summary.output_dir}: {len(summary.cells)} cells in {summary.wall_s:.1f}s"
+          + (f"; report: {report}" if report.exists() else ""))
     for name, messages in summary.gate.items():
         for message in messages:
             print(f"error: {name}: {message}", file=sys.stderr)

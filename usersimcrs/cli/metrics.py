@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from usersimcrs.metrics.run_files import MetricsConfig
+    from usersimcrs.metrics.config import MetricsConfig
+    from usersimcrs.pipeline.score import Scores
 
 HEADLINE = ["success", "turns", "recall@10", "pc@10", "jaccard", "satisfaction"]
 
@@ -28,26 +27,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=handle)
 
 
-def load_metrics_config(path: str | None, args: argparse.Namespace | None = None) -> "MetricsConfig":
-    """The `metrics:` section of a YAML file (or defaults), with command-line flags on top."""
-    from usersimcrs.config import read_yaml, validate_section
-    from usersimcrs.metrics.run_files import MetricsConfig
+def metrics_config(args: argparse.Namespace) -> "MetricsConfig":
+    """The `metrics:` section of --config (or defaults), with the command-line flags on top."""
+    from usersimcrs.pipeline.score import load_metrics_config
 
-    data = {}
-    if path:
-        data = read_yaml(path).get("metrics") or {}
-    config = validate_section(MetricsConfig, data, source=path or "metrics", prefix="metrics")
-    if args is None:
-        return config
-    if getattr(args, "max_failure_rate", None) is not None:
+    config = load_metrics_config(args.config)
+    if args.max_failure_rate is not None:
         config.max_failure_rate = _rate(args.max_failure_rate, "--max-failure-rate")
-    if getattr(args, "max_invalid_rate", None) is not None:
+    if args.max_invalid_rate is not None:
         config.max_invalid_rate = _rate(args.max_invalid_rate, "--max-invalid-rate")
-    if getattr(args, "horizon", None):
+    if args.horizon:
         config.options.horizon = args.horizon
-    if getattr(args, "repeat_k", None):
+    if args.repeat_k:
         config.validity.repeat_k = args.repeat_k
-    if getattr(args, "no_satisfaction", False):
+    if args.no_satisfaction:
         config.options.satisfaction = False
     return config
 
@@ -60,29 +53,18 @@ def _rate(value: float, flag: str) -> float:
     return value
 
 
-def compute_and_write(run_dir: str | Path, config: "MetricsConfig") -> list[str]:
-    """Evaluate a run folder, write its metric files and manifest entry; returns the gate's messages."""
-    from usersimcrs.core.manifest import update_manifest
-    from usersimcrs.metrics.run_files import evaluate, gate_messages, load_run, write_metrics
-
-    data = load_run(run_dir)
-    result = evaluate(data, config)
-    paths = write_metrics(run_dir, result)
-    messages = gate_messages(result.rates, config)
-    if (Path(run_dir) / "manifest.json").exists():
-        update_manifest(run_dir, {"metrics": {"rates": result.rates, "files": [p.name for p in paths],
-                                              "gate": "failed" if messages else "passed"}})
+def print_scores(scores: "Scores") -> None:
+    """The run's headline metrics with n, on all and on valid conversations, the flags and statuses."""
     from usersimcrs.metrics.validity import flag_counts
 
-    print(f"{run_dir}: {len(data.dialogues)} conversations, failed {_share(result.rates['failed'])}, "
-          f"valid {_share(result.rates['valid'])}")
+    print(f"{scores.run.path}: {len(scores.conversations)} conversations, failed {_share(scores.rates['failed'])}, "
+          f"valid {_share(scores.rates['valid'])}")
     for subset in ("all", "valid"):
-        print(f"  {subset}: {summary_line(result.summary, subset)}")
-    print(f"  flags: {flags_line(flag_counts(result.conversations))}")
-    if "satisfaction_status" in result.conversations:
-        counts = result.conversations["satisfaction_status"].value_counts()
+        print(f"  {subset}: {summary_line(scores.summary, subset)}")
+    print(f"  flags: {flags_line(flag_counts(scores.conversations))}")
+    if "satisfaction_status" in scores.conversations:
+        counts = scores.conversations["satisfaction_status"].value_counts()
         print("  satisfaction status: " + ", ".join(f"{k} {int(v)}" for k, v in sorted(counts.items())))
-    return messages
 
 
 def _share(value: float | None) -> str:
@@ -112,8 +94,10 @@ def flags_line(counts: dict[str, tuple[int, int]]) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
-    config = load_metrics_config(args.config, args)
-    messages = compute_and_write(args.run_dir, config)
-    for message in messages:
+    from usersimcrs.pipeline.score import score
+
+    scores = score(args.run_dir, metrics_config(args))
+    print_scores(scores)
+    for message in scores.gate:
         print(f"error: {message}", file=sys.stderr)
-    return 1 if messages else 0
+    return 1 if scores.gate else 0

@@ -26,8 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from usersimcrs.config import RunConfig, absolutize, read_yaml, validate_section
-from usersimcrs.engine.loop import run_coroutine
+from usersimcrs.config import RunConfig, absolutize
 from usersimcrs.core.manifest import read_manifest
 from usersimcrs.errors import ConfigError
 
@@ -53,21 +52,29 @@ class NamedOverride(BaseModel):
         return extra
 
 
-class MatrixConfig(BaseModel):
-    """A matrix: base run config, the three axes, and what to do after the runs."""
+class RunDefaults(RunConfig):
+    """The matrix's `base:` run config: every RunConfig key, typed; simulator and CRS come from the axes."""
+
+    simulator: dict[str, Any] = Field(default_factory=dict)
+    crs: dict[str, Any] = Field(default_factory=dict)
+
+
+class MatrixDesign(BaseModel):
+    """The simulation part of a matrix: base run config and the three axes (what runs, not what is scored)."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = "matrix"
-    base: dict[str, Any] = Field(default_factory=dict)
+    base: RunDefaults = Field(default_factory=RunDefaults)
     simulators: list[NamedOverride] = Field(min_length=1)
     crs: list[NamedOverride] = Field(min_length=1)
     datasets: list[NamedOverride] = Field(default_factory=lambda: [NamedOverride(name="default")])
     concurrency: int = Field(4, ge=1, description="conversations in flight over all running cells")
     parallel_cells: int | None = Field(None, ge=1, description="cells run at once (default: as many as concurrency allows)")
-    metrics: dict[str, Any] = Field(default_factory=dict, description="the `metrics:` options (see docs/metrics.md)")
-    judges: list[dict[str, Any]] = Field(default_factory=list, description="`usersimcrs judge` options per judge")
-    report: bool = True
+
+    def base_overrides(self) -> dict[str, Any]:
+        """The keys the matrix file set under `base:` (defaults left out, so each cell's own defaults apply)."""
+        return self.base.model_dump(mode="json", exclude_unset=True)
 
 
 @dataclass
@@ -117,20 +124,16 @@ def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_matrix_config(path: str | Path) -> MatrixConfig:
-    """Read and validate a matrix YAML (errors name the file and key)."""
-    path = Path(path)
-    data = read_yaml(path)
-    config = validate_section(MatrixConfig, data, source=str(path), prefix="matrix")
+def check_axis_names(config: MatrixDesign, source: str | Path) -> None:
+    """Names on each axis are unique (they name the cell folders)."""
     for axis in ("simulators", "crs", "datasets"):
         names = [entry.name for entry in getattr(config, axis)]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise ConfigError(f"{path}: {axis}: duplicate name(s) {', '.join(duplicates)}")
-    return config
+            raise ConfigError(f"{source}: {axis}: duplicate name(s) {', '.join(duplicates)}")
 
 
-def plan_cells(config: MatrixConfig, output_dir: str | Path, source: str | Path) -> list[CellPlan]:
+def plan_cells(config: MatrixDesign, output_dir: str | Path, source: str | Path) -> list[CellPlan]:
     """Every simulator x CRS x dataset cell with its validated, path-resolved run config."""
     output_dir = Path(output_dir).resolve()
     base_dir = Path(source).resolve().parent
@@ -138,7 +141,7 @@ def plan_cells(config: MatrixConfig, output_dir: str | Path, source: str | Path)
     for dataset in config.datasets:
         for simulator in config.simulators:
             for crs in config.crs:
-                data = deep_merge(config.base, dataset.overrides(None))
+                data = deep_merge(config.base_overrides(), dataset.overrides(None))
                 data = deep_merge(data, simulator.overrides("simulator"))
                 data = deep_merge(data, crs.overrides("crs"))
                 name = f"{simulator.name}__{crs.name}__{dataset.name}"
@@ -164,13 +167,13 @@ def is_complete(cell: CellPlan) -> bool:
     return manifest.get("status") == "completed" and manifest.get("config_hash") == cell.config.config_hash()
 
 
-def cell_budget(config: MatrixConfig, cells: int) -> tuple[int, int]:
+def cell_budget(config: MatrixDesign, cells: int) -> tuple[int, int]:
     """(cells at once, conversations per cell) so that their product stays within `concurrency`."""
     parallel = min(cells, config.parallel_cells or config.concurrency, config.concurrency) or 1
     return parallel, max(1, config.concurrency // parallel)
 
 
-async def run_cells(config: MatrixConfig, cells: list[CellPlan], summary: MatrixSummary, *, progress: bool) -> None:
+async def run_cells(config: MatrixDesign, cells: list[CellPlan], summary: MatrixSummary, *, progress: bool) -> None:
     """Run the unfinished cells, `parallel` at once; a cell that raises is recorded, the others go on."""
     from usersimcrs.engine.runner import run_async
 
@@ -196,7 +199,9 @@ async def run_cells(config: MatrixConfig, cells: list[CellPlan], summary: Matrix
     await asyncio.gather(*(one(c) for c in todo))
 
 
-def write_index(output_dir: Path, config: MatrixConfig, cells: list[CellPlan], summary: MatrixSummary) -> None:
+def write_index(
+    output_dir: Path, config: MatrixDesign, cells: list[CellPlan], summary: MatrixSummary, judges: list[dict[str, Any]]
+) -> None:
     """DIR/matrix.json: the cells (names, axes, folders, status) and the matrix settings."""
     index = {
         "name": config.name,
@@ -209,82 +214,9 @@ def write_index(output_dir: Path, config: MatrixConfig, cells: list[CellPlan], s
              "status": summary.cells.get(c.name, "not run")}
             for c in cells
         ],
-        "judges": config.judges,
+        "judges": judges,
         "wall_s": round(summary.wall_s, 3),
     }
     tmp = output_dir / (INDEX + ".tmp")
     tmp.write_text(json.dumps(index, indent=2), encoding="utf-8")
     tmp.replace(output_dir / INDEX)
-
-
-def judge_arguments(run_dir: Path, spec: dict[str, Any]) -> list[str]:
-    """`usersimcrs judge` arguments from one judges entry ({judge: quality, criteria: [...], debate: true})."""
-    if "judge" not in spec:
-        raise ConfigError(f"judges entry {spec!r}: needs a 'judge' name")
-    args = ["judge", str(run_dir)]
-    for key, value in spec.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            args.append(flag)
-        elif value is False or value is None:
-            continue
-        elif isinstance(value, (list, tuple)):
-            args += [flag, ",".join(str(v) for v in value)]
-        else:
-            args += [flag, str(value)]
-    return args
-
-
-def matrix_loop(cells: list[CellPlan]) -> str:
-    """The event loop of the matrix: the cells share one loop, so the first cell's `event_loop` decides."""
-    return cells[0].config.event_loop if cells else "auto"
-
-
-def run_matrix(path: str | Path, output_dir: str | Path, *, progress: bool = True) -> MatrixSummary:
-    """Run (or resume) a matrix: cells, then metrics, judges and the matrix report."""
-    from usersimcrs.metrics.run_files import MetricsConfig
-
-    config = load_matrix_config(path)
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    metrics_config = validate_section(MetricsConfig, config.metrics, source=str(path), prefix="metrics")
-    cells = plan_cells(config, output_dir, path)
-    summary = MatrixSummary(output_dir=output_dir)
-    started = time.perf_counter()
-    write_index(output_dir, config, cells, summary)
-    try:
-        run_coroutine(run_cells(config, cells, summary, progress=progress), matrix_loop(cells))
-    finally:
-        summary.wall_s = time.perf_counter() - started
-        write_index(output_dir, config, cells, summary)
-    finished = [c for c in cells if (c.run_dir / "dialogues.jsonl").exists()]
-    summary.gate = evaluate_cells(finished, config, metrics_config)
-    summary.wall_s = time.perf_counter() - started
-    write_index(output_dir, config, cells, summary)
-    if config.report and finished:
-        from usersimcrs.report.matrix_report import build_matrix_report
-
-        build_matrix_report(output_dir, config=metrics_config, seed=int(config.base.get("seed", 0) or 0))
-    return summary
-
-
-def evaluate_cells(cells: list[CellPlan], config: MatrixConfig, metrics_config: Any) -> dict[str, list[str]]:
-    """Each configured judge (resumable: stored judgments are kept), then metrics, for every cell.
-
-    Returns the validity-gate messages of the cells that exceed the configured failure/invalid rates.
-    """
-    from usersimcrs.cli import main as cli_main
-    from usersimcrs.metrics.run_files import evaluate, gate_messages, load_run, write_metrics
-
-    gate = {}
-    for cell in cells:
-        for spec in config.judges:
-            code = cli_main(judge_arguments(cell.run_dir, spec))
-            if code:
-                raise ConfigError(f"judge {spec.get('judge')!r} failed on cell {cell.name} (exit {code})")
-        result = evaluate(load_run(cell.run_dir), metrics_config)
-        write_metrics(cell.run_dir, result)
-        messages = gate_messages(result.rates, metrics_config)
-        if messages:
-            gate[cell.name] = messages
-    return gate

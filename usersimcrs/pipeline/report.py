@@ -6,7 +6,7 @@ from pathlib import Path
 
 from usersimcrs.analysis.compare import is_matrix_dir
 from usersimcrs.core.run_folder import Run
-from usersimcrs.metrics.run_files import MetricsConfig
+from usersimcrs.metrics.config import MetricsConfig
 
 
 def report(

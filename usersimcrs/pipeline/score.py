@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from usersimcrs.core.run_folder import MANIFEST, Run, load_run
+from usersimcrs.analysis.run_metrics import evaluate, write_metrics
 from usersimcrs.core.manifest import update_manifest
-from usersimcrs.metrics.run_files import MetricsConfig, evaluate, gate_messages, write_metrics
+from usersimcrs.core.run_folder import MANIFEST, Run, load_run
+from usersimcrs.metrics.config import MetricsConfig, gate_messages
 
 
 @dataclass
@@ -50,7 +51,7 @@ def score(run: Run | str | Path, config: MetricsConfig | None = None, *, write: 
     """Compute the metrics of a run; with `write`, store metrics*.csv and the manifest's `metrics` entry."""
     run = as_run(run)
     config = config or MetricsConfig()
-    result = evaluate(run, config)  # type: ignore[arg-type]  # Run carries what RunData did
+    result = evaluate(run, config)
     messages = gate_messages(result.rates, config)
     files: list[Path] = []
     if write:

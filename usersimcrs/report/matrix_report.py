@@ -15,7 +15,8 @@ from usersimcrs.analysis.compare import (
     discover_cells,
 )
 from usersimcrs.analysis.ranking import agreement_matrix
-from usersimcrs.metrics.run_files import MetricsConfig, load_run
+from usersimcrs.core.run_folder import load_run
+from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
 from usersimcrs.report.sections import add_judgment_sections, add_per_turn_plots, failure_reasons

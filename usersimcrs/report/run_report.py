@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from usersimcrs.metrics.run_files import BY_TURN, METRICS, SUMMARY, MetricsConfig, RunData, evaluate, load_run, write_metrics
+from usersimcrs.analysis.run_metrics import evaluate, write_metrics
+from usersimcrs.core.run_folder import Run, load_run
+from usersimcrs.metrics.config import BY_TURN, METRICS, SUMMARY, MetricsConfig
 from usersimcrs.report.html import Report
 from usersimcrs.report.sections import (
     add_judgment_sections,
@@ -22,9 +25,9 @@ from usersimcrs.report.sections import (
 REPORT_DIR = "report"
 
 
-def run_tables(data: RunData, config: MetricsConfig | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def run_tables(data: Run, config: MetricsConfig | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """metrics.csv, metrics_summary.csv and metrics_by_turn.csv: read when present, else computed and written."""
-    run_dir = data.run_dir
+    run_dir = data.path
     if config is None and all((run_dir / name).exists() for name in (METRICS, SUMMARY, BY_TURN)):
         return (pd.read_csv(run_dir / METRICS), pd.read_csv(run_dir / SUMMARY), pd.read_csv(run_dir / BY_TURN))
     result = evaluate(data, config)
@@ -32,13 +35,13 @@ def run_tables(data: RunData, config: MetricsConfig | None) -> tuple[pd.DataFram
     return result.conversations, result.summary, result.by_turn
 
 
-def overview_table(data: RunData, conversations: pd.DataFrame) -> pd.DataFrame:
+def overview_table(data: Run, conversations: pd.DataFrame) -> pd.DataFrame:
     """Facts about the run: what ran, how many conversations, models, tokens, time."""
     manifest = data.manifest
-    config = manifest.get("config") or {}
-    llm = manifest.get("llm") or {}
+    config = manifest.config
+    llm = manifest.llm
     rows = [
-        ("run", manifest.get("name") or data.run_dir.name),
+        ("run", data.name),
         ("simulator", data.simulator or "–"),
         ("CRS", data.crs or "–"),
         ("conversations", len(conversations)),
@@ -46,10 +49,10 @@ def overview_table(data: RunData, conversations: pd.DataFrame) -> pd.DataFrame:
         ("valid", int(conversations["valid"].astype(bool).sum()) if "valid" in conversations else len(conversations)),
         ("max turns", config.get("max_turns", "–")),
         ("seed", data.seed),
-        ("LLM", _llm_label(manifest, config)),
+        ("LLM", _llm_label(manifest.models, config)),
         ("LLM tokens", int(llm.get("prompt_tokens", 0) or 0) + int(llm.get("completion_tokens", 0) or 0)),
-        ("wall time (s)", (manifest.get("timings") or {}).get("wall_s", "–")),
-        ("config hash", manifest.get("config_hash", "–")),
+        ("wall time (s)", manifest.timings.wall_s if manifest.timings.sessions else "–"),
+        ("config hash", manifest.config_hash or "–"),
     ]
     return pd.DataFrame(rows, columns=["field", "value"]).astype({"value": str})
 
@@ -59,7 +62,7 @@ def build_run_report(run_dir: str | Path, config: MetricsConfig | None = None) -
     data = load_run(run_dir)
     conversations, summary, by_turn = run_tables(data, config)
     report = Report(
-        title=f"Run report: {data.manifest.get('name') or data.run_dir.name}",
+        title=f"Run report: {data.name}",
         subtitle=f"simulator {data.simulator or '–'} · CRS {data.crs or '–'} · {len(conversations)} conversations",
     )
     report.section("Overview")
@@ -100,12 +103,12 @@ def build_run_report(run_dir: str | Path, config: MetricsConfig | None = None) -
     add_transcripts(report, data.dialogues, conversations)
     valid_ids = set(conversations.loc[conversations["valid"].astype(bool), "conversation_id"].astype(str))
     add_judgment_sections(report, data.judgments, valid_ids=valid_ids, seed=data.seed)
-    return report.write(data.run_dir / REPORT_DIR, page=data.run_dir / "report.html")
+    return report.write(data.path / REPORT_DIR, page=data.path / "report.html")
 
 
-def _llm_label(manifest: dict, config: dict) -> str:
+def _llm_label(models: dict[str, Any], config: dict[str, Any]) -> str:
     """The models the run actually called (component: backend:model), else the configured one."""
-    used = (manifest.get("models") or {}).get("used") or {}
+    used = models.get("used") or {}
     if used:
         return ", ".join(f"{component}: {model}" for component, model in sorted(used.items()))
     llm = config.get("llm") or {}

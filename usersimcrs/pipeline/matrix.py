@@ -1,0 +1,97 @@
+"""Run a simulator x CRS x dataset matrix, then judge, score and report every cell.
+
+The whole matrix file is validated before the first cell runs: the base run config and every
+cell's merged config, the `metrics:` section, and each `judges:` entry (judge name and options),
+so a misspelled judge spec is one line at the start instead of a failure after hours of cells.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pydantic import Field
+
+from usersimcrs.config import read_yaml, validate_section
+from usersimcrs.engine.loop import run_blocking
+from usersimcrs.engine.matrix import (
+    CellPlan,
+    MatrixDesign,
+    MatrixSummary,
+    check_axis_names,
+    plan_cells,
+    run_cells,
+    write_index,
+)
+from usersimcrs.errors import ConfigError, UserError
+from usersimcrs.metrics.config import MetricsConfig
+from usersimcrs.pipeline.judge import JudgeRequest, build_judge, judge_async
+from usersimcrs.pipeline.score import score
+
+
+class MatrixConfig(MatrixDesign):
+    """A matrix file: the design (base, axes, concurrency) and what to do with the finished cells."""
+
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="the `metrics:` options (docs/metrics.md)")
+    judges: list[JudgeRequest] = Field(default_factory=list, description="judges run on every cell (docs/judges.md)")
+    report: bool = Field(True, description="write the matrix report.html at the end")
+
+
+def load_matrix_config(path: str | Path) -> MatrixConfig:
+    """Read and validate a matrix YAML, judges included (errors name the file and key)."""
+    config: MatrixConfig = validate_section(MatrixConfig, read_yaml(path), source=str(path), prefix="matrix")
+    check_axis_names(config, path)
+    for number, spec in enumerate(config.judges):
+        try:
+            build_judge(spec)
+        except UserError as exc:  # a judge that cannot be built is a config error of this entry
+            raise ConfigError(f"{path}: judges[{number}] ({spec.judge}): {exc}") from None
+    return config
+
+
+async def evaluate_cell(cell: CellPlan, config: MatrixConfig) -> list[str]:
+    """Judge (resumable) and score one finished cell; returns its validity-gate messages."""
+    for spec in config.judges:
+        await judge_async(cell.run_dir, spec)
+    return score(cell.run_dir, config.metrics).gate
+
+
+async def run_matrix_async(
+    config: MatrixConfig, output_dir: str | Path, *, source: str | Path, progress: bool = True
+) -> MatrixSummary:
+    """Run (or resume) a matrix: cells, then judges and metrics per cell, then the matrix report."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    cells = plan_cells(config, output_dir, source)
+    judges = [spec.model_dump(exclude_defaults=True) for spec in config.judges]
+    summary = MatrixSummary(output_dir=output_dir)
+    started = time.perf_counter()
+    write_index(output_dir, config, cells, summary, judges)
+    try:
+        await run_cells(config, cells, summary, progress=progress)
+    finally:
+        summary.wall_s = time.perf_counter() - started
+        write_index(output_dir, config, cells, summary, judges)
+    finished = [c for c in cells if (c.run_dir / "dialogues.jsonl").exists()]
+    for cell in finished:
+        messages = await evaluate_cell(cell, config)
+        if messages:
+            summary.gate[cell.name] = messages
+    summary.wall_s = time.perf_counter() - started
+    write_index(output_dir, config, cells, summary, judges)
+    if config.report and finished:
+        from usersimcrs.report.matrix_report import build_matrix_report
+
+        build_matrix_report(output_dir, config=config.metrics, seed=config.base.seed)
+    return summary
+
+
+def run_matrix(path: str | Path, output_dir: str | Path | None = None, *, progress: bool = True) -> MatrixSummary:
+    """Load a matrix YAML and run it into `output_dir` (default runs/<name>); works inside a running loop too."""
+    config = load_matrix_config(path)
+    output = Path(output_dir) if output_dir is not None else Path("runs") / config.name
+    cells_loop = config.base.event_loop
+    return run_blocking(run_matrix_async(config, output, source=path, progress=progress), cells_loop)
+
+
+__all__ = ["MatrixConfig", "evaluate_cell", "load_matrix_config", "run_matrix", "run_matrix_async"]
