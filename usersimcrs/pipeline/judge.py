@@ -32,23 +32,23 @@ class JudgeRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     judge: str = Field(description="quality | core12 | pepper | persuasiveness (or a plug-in)")
-    debate: bool = Field(False, description="with core12: add CoRE's multi-agent debate score")
-    rubric: str | None = Field(None, description="a rubric YAML replacing the judge's built-in one")
-    debate_roles: str | None = Field(None, description="a debate YAML replacing the built-in roles")
-    max_rounds: int | None = Field(None, description="debate round limit (default 4)")
-    criteria: list[str] | None = Field(None, description="score only these aspects/factors")
-    include_invalid: bool = Field(False, description="also judge failed or too-short conversations")
-    dry_run: bool = Field(False, description="count calls and estimate tokens; call nothing")
-    concurrency: int = Field(4, description="conversations judged at once")
-    limit: int | None = Field(None, description="judge at most this many conversations")
-    max_attempts: int | None = Field(None, description="LLM calls per score before recording a failure")
-    max_tokens: int | None = Field(None, description="completion cap per call")
-    no_cache: bool = Field(False, description="do not read or write the LLM response cache")
-    llm_backend: str | None = Field(None, description="LLM backend (default: the run's, else auto)")
+    debate: bool = Field(default=False, description="with core12: add CoRE's multi-agent debate score")
+    rubric: str | None = Field(default=None, description="a rubric YAML replacing the judge's built-in one")
+    debate_roles: str | None = Field(default=None, description="a debate YAML replacing the built-in roles")
+    max_rounds: int | None = Field(default=None, description="debate round limit (default 4)")
+    criteria: list[str] | None = Field(default=None, description="score only these aspects/factors")
+    include_invalid: bool = Field(default=False, description="also judge failed or too-short conversations")
+    dry_run: bool = Field(default=False, description="count calls and estimate tokens; call nothing")
+    concurrency: int = Field(default=4, description="conversations judged at once")
+    limit: int | None = Field(default=None, description="judge at most this many conversations")
+    max_attempts: int | None = Field(default=None, description="LLM calls per score before recording a failure")
+    max_tokens: int | None = Field(default=None, description="completion cap per call")
+    no_cache: bool = Field(default=False, description="do not read or write the LLM response cache")
+    llm_backend: str | None = Field(default=None, description="LLM backend (default: the run's, else auto)")
     model: str | None = None
     base_url: str | None = None
     model_path: str | None = None
-    models_file: str | None = Field(None, description="YAML: component -> LLM settings (mixture of evaluators)")
+    models_file: str | None = Field(default=None, description="YAML: component -> LLM settings (mixture of evaluators)")
 
 
 class DryRunEstimate(BaseModel):
@@ -58,7 +58,7 @@ class DryRunEstimate(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
-    debate_one_round: dict[str, int] | None = Field(None, description="lower bound: every debate agrees in round 1")
+    debate_one_round: dict[str, int] | None = Field(default=None, description="lower bound: every debate agrees in round 1")
     note: str | None = None
 
 
@@ -163,7 +163,7 @@ def _dry_run(judge: Judge, todo: list, debate: bool) -> DryRunEstimate:
     from usersimcrs.judges.runner import plan_run
 
     plan = plan_run(judge, todo)
-    figures = DryRunEstimate(**estimate(plan))
+    figures = DryRunEstimate.model_validate(estimate(plan))
     if debate:
         figures.debate_one_round = estimate(c for c in plan if c.judge != "debate" or c.name.endswith(":round1"))
         figures.note = (
