@@ -92,6 +92,21 @@ def test_two_models_judge_side_by_side_resume_per_model_and_report_both(run_dir,
     assert "openai:model-a" in html and "openai:model-b" in html and "per judge model" in html
 
 
+def test_records_with_a_bare_model_name_count_for_that_model_only(run_dir, capsys):
+    with LLMServer(replies=by_model_reply) as server:
+        assert cli_judge(run_dir, server.openai_url, "model-a", "--criteria", "fluency") == 0
+        legacy = [{**r, "model": "model-a"} for r in rows(run_dir)]  # as written before backend:model
+        (run_dir / "judgments.jsonl").write_text("".join(json.dumps(r) + "\n" for r in legacy))
+        server.reset_log()
+        capsys.readouterr()
+        assert cli_judge(run_dir, server.openai_url, "model-a", "--criteria", "fluency", "--json") == 0
+        same = json.loads(capsys.readouterr().out)
+        assert cli_judge(run_dir, server.openai_url, "model-b", "--criteria", "fluency", "--json") == 0
+        other = json.loads(capsys.readouterr().out)
+        assert server.counters["by_model"] == {"model-b": 7}
+    assert same["judgments_written"] == 0 and other["judgments_written"] == 7
+
+
 def test_one_model_report_has_no_model_column(run_dir):
     with LLMServer(replies=by_model_reply) as server:
         assert cli_judge(run_dir, server.openai_url, "model-a", "--criteria", "fluency,conversational_flow") == 0

@@ -166,8 +166,9 @@ class Judge(ABC):
         return ",".join(sorted({resolve(c) for c in self.name_components().get(name, [])}))
 
     def accepts(self, stored: Judgment, model: str) -> bool:
-        """Whether a stored judgment counts as done when `model` would judge it now."""
-        return stored.model == model
+        """Whether a stored judgment counts as done when `model` would judge it now (records written
+        before judgments carried the backend name the bare model name)."""
+        return stored.model == model or (":" not in stored.model and stored.model == model.partition(":")[2])
 
     def component_chains(self) -> dict[str, list[str]]:
         """LLM component -> the names a models map may set it under, most specific first."""

@@ -54,7 +54,7 @@ class PersuasivenessJudge(RubricJudge):
 
     def accepts(self, stored: Judgment, model: str) -> bool:
         """A rating the simulator recorded is done whichever model would judge now."""
-        return stored.model in (model, RECORDED_MODEL)
+        return stored.model == RECORDED_MODEL or super().accepts(stored, model)
 
     async def score(
         self, dialogue: Dialogue, context: "RunContext", existing: Mapping[str, Judgment] | None = None
