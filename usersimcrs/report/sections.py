@@ -119,9 +119,10 @@ def coverage_table(by_turn: pd.DataFrame, *, group: str | None = None) -> pd.Dat
     return pd.concat([wide.astype({"turn": object}), pd.DataFrame(averages)], ignore_index=True)
 
 
-def judgment_summary(table: pd.DataFrame, *, group: str | None = None, seed: int = 0) -> pd.DataFrame:
-    """Mean [95% CI] per judge and name (and group), with counts of scored and missing values."""
-    keys = ["judge", "name"] + ([group] if group else [])
+def judgment_summary(table: pd.DataFrame, *, group: str | None = None, seed: int = 0, by_model: bool = False) -> pd.DataFrame:
+    """Mean [95% CI] per judge and name (and group, and judge model when `by_model`), with counts of
+    scored and missing values."""
+    keys = ["judge", "name"] + ([group] if group else []) + (["model"] if by_model else [])
     rows = []
     per_conversation = table.groupby(keys + ["conversation_id"], dropna=False)["value"].mean().reset_index()
     for key, part in per_conversation.groupby(keys, dropna=False):
@@ -137,6 +138,24 @@ def judgment_summary(table: pd.DataFrame, *, group: str | None = None, seed: int
     return out[keys + ["mean [95% CI]", "n", "missing", "mean"]]
 
 
+def several_models(table: pd.DataFrame) -> bool:
+    """Whether some judge's aspect was scored by more than one model (then scores are shown per model)."""
+    if table.empty or "model" not in table:
+        return False
+    return bool(table.groupby(["judge", "name"])["model"].nunique().max() > 1)
+
+
+def _record_dict(record: Any) -> dict[str, Any]:
+    """A judgment as a plain dict (records come as dicts or as `Judgment` models)."""
+    return record if isinstance(record, dict) else record.model_dump()
+
+
+def has_rounds(record: dict[str, Any]) -> bool:
+    """Whether a judgment carries per-round scores (``raw.rounds``, as a debate's does)."""
+    raw = record.get("raw")
+    return isinstance(raw, dict) and isinstance(raw.get("rounds"), list) and bool(raw["rounds"])
+
+
 def debate_rounds(records: list[dict[str, Any]]) -> pd.DataFrame:
     """Long table (conversation_id, role, round, score) from the debate judge's per-round scores.
 
@@ -144,7 +163,7 @@ def debate_rounds(records: list[dict[str, Any]]) -> pd.DataFrame:
     every conversation contributes to every round's mean.
     """
     rows = []
-    for record in records:
+    for record in map(_record_dict, records):
         raw = record.get("raw") if isinstance(record.get("raw"), dict) else {}
         rounds = raw.get("rounds") or []
         limit = int(raw.get("max_rounds") or len(rounds) or 0)
@@ -194,18 +213,22 @@ def add_judgment_sections(
         f"{failures} could not be parsed and are left out of the means (never counted as 0).",
         note=failures > 0,
     )
-    summary = judgment_summary(table, group=group, seed=seed)
-    report.table("judge_scores", summary.drop(columns=["mean"]), caption=f"Judge scores on {scope} conversations.")
+    by_model = several_models(table)
+    summary = judgment_summary(table, group=group, seed=seed, by_model=by_model)
+    report.table("judge_scores", summary.drop(columns=["mean"]),
+                 caption=f"Judge scores on {scope} conversations" + (", per judge model." if by_model else "."))
     for judge, part in summary.groupby("judge"):
         names = part["name"].unique()
         if len(names) >= 2:
-            if group:
-                profile = part.pivot(index="name", columns=group, values="mean")
+            series = [c for c in (group, "model" if by_model else None) if c]
+            if series:
+                labels = part[series].astype(str).agg(" / ".join, axis=1)
+                profile = part.assign(series=labels).pivot(index="name", columns="series", values="mean")
             else:
                 profile = part.set_index("name")[["mean"]].rename(columns={"mean": str(judge)})
             scale = _scale(table[table["judge"] == judge])
             report.plot(f"profile_{judge}", plots.grouped_bars(profile, title=f"{judge}: score profile", ylabel="mean score", ylim=scale),
-                        caption=f"Mean {judge} score per aspect/factor" + (f" and {group}" if group else "") + ".")
+                        caption=f"Mean {judge} score per aspect/factor" + "".join(f" and {c}" for c in series) + ".")
         scores = table[table["judge"] == judge].pivot_table(index="conversation_id", columns="name", values="value", aggfunc="mean")
         if scores.shape[1] >= 3 and scores.dropna().shape[0] >= 3:
             matrix = inter_factor_matrix(scores)
@@ -216,7 +239,8 @@ def add_judgment_sections(
         if repeats.nunique() > 1:
             report.table(f"stability_{judge}", stability(table[table["judge"] == judge]),
                          caption=f"{judge}: std over repeated judge runs (per factor, and of the total).")
-    debate = [r for r in records if r.get("judge") == "debate" and (valid_ids is None or r.get("conversation_id") in valid_ids)]
+    debate = [r for r in map(_record_dict, records)
+              if has_rounds(r) and (valid_ids is None or r.get("conversation_id") in valid_ids)]
     rounds = debate_rounds(debate)
     if not rounds.empty:
         if groups is not None:
