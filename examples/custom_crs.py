@@ -59,7 +59,7 @@ def main() -> None:
     print(scores.summary[scores.summary["subset"] == "all"][["metric", "n", "mean"]].head(8).to_string(index=False))
     if args.judge_url:
         result = us.judge(run, "quality", llm=us.LLM("openai", model=args.judge_model, base_url=args.judge_url))
-        print(f"judge: {result.written} judgments written")
+        print(f"judge: {result.judgments_written} judgments written, statuses {result.statuses}")
     print(f"report: {us.report(run)}")
 
 

@@ -117,3 +117,28 @@ def test_default_output_does_not_overwrite_an_existing_run(tmp_path, monkeypatch
     second = us.simulate(crs="popularity", simulator=AGENDA, items=ITEMS, ratings=RATINGS, conversations=2, name="same")
     assert first.path != second.path
     assert len(list(iter_jsonl(first.path / "dialogues.jsonl"))) == 2
+
+
+def test_the_example_script_runs_through_the_public_api_with_a_judge(tmp_path):
+    """examples/custom_crs.py: a custom in-process CRS, 50 agenda conversations, metrics and a judge
+    against the project's local OpenAI-protocol server."""
+    import subprocess
+    import sys
+
+    from usersimcrs.testing.llm_server import LLMServer
+
+    output = tmp_path / "example"
+    with LLMServer() as server:
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "examples/custom_crs.py"), "--items", ITEMS, "--ratings", RATINGS,
+             "--output", str(output), "--judge-url", server.openai_url, "--judge-model", "judge-model"],
+            capture_output=True, text=True, timeout=300, cwd=ROOT,
+        )
+        calls = len(server.chat_requests)
+    assert done.returncode == 0, done.stderr
+    run = us.load_run(output)
+    assert len(run.dialogues) == 50 and (output / "metrics.csv").exists() and (output / "report.html").exists()
+    judged = {j["conversation_id"] for j in run.judgments if j["status"] == "ok"}
+    assert judged and calls >= len(judged)
+    assert {j["model"] for j in run.judgments} == {"openai:judge-model"}
+    assert "judgments written" in done.stdout

@@ -23,6 +23,13 @@ _EXPORTS = {
     "simulate": "usersimcrs.pipeline.api:simulate",
     "simulate_async": "usersimcrs.pipeline.api:simulate_async",
     "LLM": "usersimcrs.pipeline.api:LLM",
+    "judge": "usersimcrs.pipeline.api:judge",
+    "JudgeResult": "usersimcrs.pipeline.judge:JudgeResult",
+    "run_matrix": "usersimcrs.pipeline.matrix:run_matrix",
+    "MatrixConfig": "usersimcrs.pipeline.matrix:MatrixConfig",
+    "import_run": "usersimcrs.pipeline.imports:import_run",
+    "export_run": "usersimcrs.pipeline.export:export_run",
+    "probe_crs": "usersimcrs.pipeline.probe:probe_crs",
     "score": "usersimcrs.pipeline.score:score",
     "Scores": "usersimcrs.pipeline.score:Scores",
     "report": "usersimcrs.pipeline.report:report",
@@ -54,7 +61,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from usersimcrs.core.profile import UserProfile
     from usersimcrs.core.run_folder import Manifest, Run, load_run
     from usersimcrs.metrics.config import MetricsConfig
-    from usersimcrs.pipeline.api import LLM, simulate, simulate_async
+    from usersimcrs.pipeline.api import LLM, judge, simulate, simulate_async
+    from usersimcrs.pipeline.export import export_run
+    from usersimcrs.pipeline.imports import import_run
+    from usersimcrs.pipeline.judge import JudgeResult
+    from usersimcrs.pipeline.matrix import MatrixConfig, run_matrix
+    from usersimcrs.pipeline.probe import probe_crs
     from usersimcrs.pipeline.report import report
     from usersimcrs.pipeline.score import Scores, score
     from usersimcrs.simulators.base import Stop, UserSimulator

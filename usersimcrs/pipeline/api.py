@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crs_connectors.base import ConnectorConfig, CRSConnector
 from crs_connectors.inprocess import ObjectConfig, ObjectConnector
@@ -29,6 +29,9 @@ from usersimcrs.errors import ConfigError
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.simulators.base import SimulatorConfig, UserSimulator
 from usersimcrs.simulators.function import FunctionSimulator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.pipeline.judge import JudgeResult
 
 DEFAULT_DELIMITERS = {"genres": "|", "keywords": "|"}
 
@@ -192,5 +195,30 @@ def simulate(crs: Any, simulator: Any = "agenda", **kwargs: Any) -> Run:
     return run_blocking(simulate_async(crs, simulator, **kwargs), loop_kind)
 
 
-__all__ = ["LLM", "build_config", "crs_plugin", "default_output", "load_run", "simulate", "simulate_async",
+def judge(
+    run: Run | str | Path,
+    judge: str = "quality",
+    *,
+    llm: LLMConfig | dict[str, Any] | None = None,
+    models: dict[str, dict[str, Any]] | None = None,
+    **options: Any,
+) -> "JudgeResult":
+    """Score a run's conversations with the LLM judge `judge` (quality, core12, pepper, persuasiveness).
+
+    Other keyword options are those of `usersimcrs judge` (`debate=True`, `criteria=[...]`,
+    `include_invalid`, `concurrency`, `limit`, ...). Judgments are appended to `judgments.jsonl`
+    and resume per (conversation, judge, criterion, model).
+    """
+    from usersimcrs.pipeline.judge import JudgeRequest
+    from usersimcrs.pipeline.judge import judge as judge_run
+
+    path = run.path if isinstance(run, Run) else Path(run)
+    settings = LLMConfig.model_validate(llm) if isinstance(llm, dict) else llm
+    result = judge_run(path, JudgeRequest(judge=judge, **options), llm=settings, models=models)
+    if isinstance(run, Run):
+        run.refresh()
+    return result
+
+
+__all__ = ["LLM", "build_config", "judge", "crs_plugin", "default_output", "load_run", "simulate", "simulate_async",
            "simulator_plugin"]

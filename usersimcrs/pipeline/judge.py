@@ -14,8 +14,6 @@ tokens without calling any model.
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -187,11 +185,11 @@ async def judge_async(
     (component -> LLM settings) used instead of `request.models_file`; `progress` shows a bar on a
     terminal.
     """
-    from usersimcrs.runtime.context import RunContext
     from usersimcrs.core.manifest import read_manifest
     from usersimcrs.judges.components import expand_models_map, load_models_map
     from usersimcrs.judges.runner import DIALOGUES, JUDGMENTS, load_judgments, read_dialogues, select
     from usersimcrs.llm.provider import LLMProvider
+    from usersimcrs.runtime.context import RunContext
 
     run_dir = Path(run_dir)
     if not (run_dir / DIALOGUES).exists():
@@ -270,16 +268,7 @@ def judge(
     models: dict[str, dict[str, Any]] | None = None,
     progress: bool = False,
 ) -> JudgeResult:
-    """Synchronous `judge_async`; called inside a running event loop, it runs in a worker thread
-    with its own loop (so notebooks and async applications can call it too)."""
-    from usersimcrs.engine.loop import run_coroutine
+    """Synchronous `judge_async` (inside a running event loop it runs on its own loop in a worker thread)."""
+    from usersimcrs.engine.loop import run_blocking
 
-    def go() -> JudgeResult:
-        return run_coroutine(judge_async(run_dir, request, llm=llm, models=models, progress=progress))
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return go()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="usersimcrs-judge") as pool:
-        return pool.submit(go).result()
+    return run_blocking(judge_async(run_dir, request, llm=llm, models=models, progress=progress))

@@ -23,6 +23,7 @@ from usersimcrs.engine.matrix import (
     run_cells,
     write_index,
 )
+from usersimcrs.engine.plugins import plugins_from_config
 from usersimcrs.errors import ConfigError, UserError
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.pipeline.judge import JudgeRequest, build_judge, judge_async
@@ -49,6 +50,14 @@ def load_matrix_config(path: str | Path) -> MatrixConfig:
     return config
 
 
+def plan_matrix(config: MatrixConfig, output_dir: str | Path, source: str | Path) -> list[CellPlan]:
+    """Every cell with its validated run config, simulator and CRS options checked (nothing runs yet)."""
+    cells = plan_cells(config, output_dir, source)
+    for cell in cells:
+        plugins_from_config(cell.config, source=f"{source}: cell {cell.name}")
+    return cells
+
+
 async def evaluate_cell(cell: CellPlan, config: MatrixConfig) -> list[str]:
     """Judge (resumable) and score one finished cell; returns its validity-gate messages."""
     for spec in config.judges:
@@ -62,7 +71,7 @@ async def run_matrix_async(
     """Run (or resume) a matrix: cells, then judges and metrics per cell, then the matrix report."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    cells = plan_cells(config, output_dir, source)
+    cells = plan_matrix(config, output_dir, source)
     judges = [spec.model_dump(exclude_defaults=True) for spec in config.judges]
     summary = MatrixSummary(output_dir=output_dir)
     started = time.perf_counter()
@@ -94,4 +103,4 @@ def run_matrix(path: str | Path, output_dir: str | Path | None = None, *, progre
     return run_blocking(run_matrix_async(config, output, source=path, progress=progress), cells_loop)
 
 
-__all__ = ["MatrixConfig", "evaluate_cell", "load_matrix_config", "run_matrix", "run_matrix_async"]
+__all__ = ["MatrixConfig", "evaluate_cell", "load_matrix_config", "plan_matrix", "run_matrix", "run_matrix_async"]
