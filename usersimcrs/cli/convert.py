@@ -30,13 +30,13 @@ def run(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
+    from usersimcrs.core.validation import describe_validation_error
     from usersimcrs.errors import UserError
 
     try:
         options = ConvertOptions(skip_bad=args.skip_bad, domain=args.domain, seed=args.seed, holdout=args.holdout)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise UserError(f"--{first['loc'][0]}: {first['msg']}") from None
+        raise UserError(describe_validation_error(exc, source=None, flags=True)) from None
     report = convert(args.dataset, args.input, args.output, options)
     counts = ", ".join(
         f"{k} {report.counts_in[k]} -> {v}" if k in report.counts_in else f"{k} {v}" for k, v in report.counts_out.items()
