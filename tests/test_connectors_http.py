@@ -22,7 +22,7 @@ GENERIC = {
     "items_path": "reply.recommendations[*]",
     "item_id_field": "movie_id",
     "item_title_field": "name",
-    "headers_from_env": {"Authorization": "CRS_TEST_AUTH"},
+    "headers_env": {"Authorization": "CRS_TEST_AUTH"},
 }
 
 
@@ -97,11 +97,11 @@ def test_backoff_is_seeded_per_conversation():
     one, two = HTTPTransport(options, RunContext()), HTTPTransport(options, RunContext())
     one.reset_session("conv-1", 7)
     two.reset_session("conv-1", 7)
-    delays = [one.backoff(i) for i in range(4)]
-    assert delays == [two.backoff(i) for i in range(4)]
-    assert all(0.5 * 2**i <= d < 1.5 * 2**i for i, d in enumerate(delays))
+    delays = [one.backoff(k) for k in range(1, 5)]
+    assert delays == [two.backoff(k) for k in range(1, 5)]
+    assert all(0.5 * 2**i <= d <= 2**i for i, d in enumerate(delays))
     two.reset_session("conv-2", 7)
-    assert [two.backoff(i) for i in range(4)] != delays
+    assert [two.backoff(k) for k in range(1, 5)] != delays
 
 
 def test_size_units_read_naturally():

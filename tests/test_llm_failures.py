@@ -10,8 +10,8 @@ import pytest
 
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm import LLMConfig, LLMProvider
-from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, parse_retry_after, status_error
-from usersimcrs.llm.managed import backoff_delay
+from usersimcrs.core.retry import RetryPolicy, parse_retry_after
+from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, status_error
 
 
 @pytest.mark.parametrize(("status", "kind"), [(429, TransientLLMError), (500, TransientLLMError), (503, TransientLLMError),
@@ -35,11 +35,12 @@ def test_retry_after_header_forms():
 
 
 def test_backoff_grows_is_capped_and_reproducible():
-    delays = [backoff_delay(a, 0.5, 4.0, random.Random(1), None) for a in (1, 2, 3, 4, 5)]
-    assert delays == [backoff_delay(a, 0.5, 4.0, random.Random(1), None) for a in (1, 2, 3, 4, 5)]
+    policy = RetryPolicy(attempts=6, base_s=0.5, cap_s=4.0)
+    delays = [policy.delay(a, random.Random(1)) for a in (1, 2, 3, 4, 5)]
+    assert delays == [policy.delay(a, random.Random(1)) for a in (1, 2, 3, 4, 5)]
     assert 0.25 <= delays[0] <= 0.5 and 0.5 <= delays[1] <= 1.0 and 2.0 <= delays[4] <= 4.0
-    assert backoff_delay(1, 0.5, 4.0, random.Random(1), 2.5) == 2.5
-    assert backoff_delay(1, 0.5, 4.0, random.Random(1), 60.0) == 4.0
+    assert policy.delay(1, random.Random(1), 2.5) == 2.5
+    assert policy.delay(1, random.Random(1), 60.0) == 4.0
 
 
 def test_bad_component_override_names_the_key():

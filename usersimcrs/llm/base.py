@@ -52,6 +52,7 @@ class LLM(ABC):
 
     backend: str = "abstract"
     model: str = ""
+    max_parallel_calls: int | None = None  # a backend that serves fewer calls at once caps its slot to this
 
     @abstractmethod
     async def complete(

@@ -19,7 +19,8 @@ from typing import Any, Mapping
 import aiohttp
 
 from usersimcrs.errors import LLMError
-from usersimcrs.llm.failures import TransientLLMError, parse_retry_after, status_error
+from usersimcrs.core.retry import parse_retry_after
+from usersimcrs.llm.failures import TransientLLMError, status_error
 
 
 class LeanReply:

@@ -50,6 +50,7 @@ class LlamaCppEmbedded(LLM):
     """Runs a GGUF model in this process; the default is the packaged Gemma 3 270M."""
 
     backend = "llamacpp"
+    max_parallel_calls = 1  # one in-process model serves one request at a time
 
     def __init__(self, config: LLMConfig) -> None:
         self.config = config
