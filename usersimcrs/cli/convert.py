@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-_BUILTIN = ["redial", "inspired", "opendialkg", "imdb", "iard", "movielens"]
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from data_converters.base import converters
+
     parser = subparsers.add_parser(
         "convert",
         help="convert a benchmark dataset (ReDial, INSPIRED, OpenDialKG, IMDB, IARD, MovieLens)",
         description="Convert a dataset from its original files into dialogues (JSONL + DialogueKit JSON), "
         "items, information needs, user profiles and a conversion report.",
     )
-    parser.add_argument("dataset", help=f"converter name ({', '.join(_BUILTIN)}, or a registered plug-in)")
+    parser.add_argument("dataset", help=f"converter name: {', '.join(converters.names())}")
     parser.add_argument("--input", "-i", nargs="+", required=True, metavar="PATH", help="raw input files")
     parser.add_argument("--output", "-o", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--skip-bad", action="store_true", help="drop malformed records (listed in the report)")
