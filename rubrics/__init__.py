@@ -81,7 +81,7 @@ class Rubric(_Model):
     criteria: list[Criterion] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Rubric":
+    def _consistent(self) -> Rubric:
         low, high = self.scale
         if low >= high:
             raise ValueError(f"scale: lower bound {low} must be below upper bound {high}")
@@ -146,7 +146,7 @@ class DebateRubric(_Model):
     roles: list[DebateRole] = Field(min_length=2)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "DebateRubric":
+    def _consistent(self) -> DebateRubric:
         low, high = self.scale
         if low >= high:
             raise ValueError(f"scale: lower bound {low} must be below upper bound {high}")

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from usersimcrs.core.retry import RetryPolicy, parse_retry_after
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm import LLMConfig, LLMProvider
-from usersimcrs.core.retry import RetryPolicy, parse_retry_after
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, status_error
 
 
@@ -30,7 +30,7 @@ def test_reasons_are_scrubbed_of_secrets_and_kept_short():
 def test_retry_after_header_forms():
     assert parse_retry_after("3") == 3.0 and parse_retry_after("0.5") == 0.5
     assert parse_retry_after(None) is None and parse_retry_after("soon") is None
-    later = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
     assert 25 <= parse_retry_after(later) <= 31
 
 

@@ -10,11 +10,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.validation import validate
-from usersimcrs.core.validation import validate as validate_section  # noqa: F401 - plug-in sections, e.g. crs.*
-from usersimcrs.core.yaml_io import parse_yaml
-from usersimcrs.core.yaml_io import read_yaml as read_yaml  # noqa: F401 - the one YAML reader, re-exported
+from usersimcrs.core.yaml_io import parse_yaml, read_yaml
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.config import LLMConfig
+
+validate_section = validate  # plug-in sections (crs.*, simulator.*) validate with the one error formatter
 
 
 class _Section(BaseModel):

@@ -8,8 +8,9 @@ point group ``usersimcrs.<kind>`` (e.g. ``usersimcrs.connectors``).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from usersimcrs.errors import ConfigError
 

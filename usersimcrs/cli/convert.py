@@ -25,11 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from data_converters.base import ConvertOptions
-    from data_converters.run import convert
-
     from pydantic import ValidationError
 
+    from data_converters.base import ConvertOptions
+    from data_converters.run import convert
     from usersimcrs.core.validation import describe_validation_error
     from usersimcrs.errors import UserError
 

@@ -52,7 +52,7 @@ class LLMConfig(BaseModel):
             raise ValueError(f"unknown LLM backend {value!r}; known: {', '.join(backend_names())}")
         return value
 
-    def merged(self, override: dict[str, Any] | "LLMConfig" | None) -> "LLMConfig":
+    def merged(self, override: dict[str, Any] | LLMConfig | None) -> LLMConfig:
         """This config with the fields set in `override` replaced (per-component model maps)."""
         if override is None:
             return self

@@ -7,16 +7,17 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy
 from usersimcrs.errors import LLMError, UserError
 from usersimcrs.llm.base import LLM, LLMResult, Message, Usage
 from usersimcrs.llm.cache import CachedReply, ResponseCache, cache_key, is_cacheable
 from usersimcrs.llm.config import LLMConfig
-from usersimcrs.llm.loops import PerLoop
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, shorten
+from usersimcrs.llm.loops import PerLoop
 from usersimcrs.llm.structured import StructuredOutputError, parse_structured
 from usersimcrs.llm.usage import UsageCounts, UsageTracker
 
@@ -149,7 +150,7 @@ class ManagedLLM(LLM):
 
     async def _attempt_loop(
         self,
-        key: "_LazyKey",
+        key: _LazyKey,
         messages: list[Message],
         temperature: float,
         max_tokens: int,

@@ -20,7 +20,7 @@ def load_prompt(name: str) -> dict[str, Any]:
     return copy.deepcopy(_parsed_prompt(name))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parsed_prompt(name: str) -> dict[str, Any]:
     """Parse a built-in prompt once per process: simulators are built per conversation, and parsing
     the YAML each time cost ~30 ms per conversation (the top hot spot of the B1 benchmark)."""

@@ -16,8 +16,8 @@ from pydantic import ValidationError
 from usersimcrs.core.dialogue import ItemRef
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.core.profile import InformationNeed, Preferences, Ratings, SeenItem, UserProfile
+from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import ConfigError, DataError
 from usersimcrs.user_model.information_need import need_for_targets
 from usersimcrs.user_model.persona import persona_from_fields

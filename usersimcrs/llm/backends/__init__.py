@@ -6,7 +6,7 @@ PermanentLLMError); caching, retries, limits and accounting live in `usersimcrs.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from usersimcrs.llm.base import LLM
 from usersimcrs.llm.config import LLMConfig

@@ -13,14 +13,14 @@ from typing import Any
 import httpx
 import ollama
 
+from usersimcrs.core.env_headers import headers_from_env
+from usersimcrs.core.retry import parse_retry_after
 from usersimcrs.llm.backends.common import close_transports, message_dicts, ollama_host
 from usersimcrs.llm.backends.lean_http import LeanHTTP
 from usersimcrs.llm.base import LLM, LLMResult, Message, Usage
 from usersimcrs.llm.config import LLMConfig
-from usersimcrs.llm.loops import PerLoop
-from usersimcrs.core.env_headers import headers_from_env
-from usersimcrs.core.retry import parse_retry_after
 from usersimcrs.llm.failures import TransientLLMError, status_error
+from usersimcrs.llm.loops import PerLoop
 
 DEFAULT_MODEL = "llama3.2"
 

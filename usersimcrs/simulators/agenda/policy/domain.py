@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from usersimcrs.core.yaml_io import load_yaml_model
 from usersimcrs.core.items import ItemCollection
+from usersimcrs.core.yaml_io import load_yaml_model
 
 # common spellings of item attributes (MovieLens/IMDB columns) -> domain slot names
 _SLOT_ALIASES = {
