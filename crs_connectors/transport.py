@@ -15,7 +15,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import httpx
@@ -100,6 +100,7 @@ class HTTPTransport:
         self.cookies = httpx.Cookies()
         self._headers = {**options.headers, **headers_from_env(options.headers_env, section="crs")}
         self._rng = random.Random(seed_for(getattr(context, "run_seed", 0), seed_key))
+        self._policy = RetryPolicy(attempts=options.retries + 1, base_s=options.backoff_s, cap_s=options.max_backoff_s)
         self.attempts = 0
 
     def reset_session(self, seed_key: str, run_seed: int = 0) -> None:
@@ -123,8 +124,9 @@ class HTTPTransport:
 
     def policy(self, retries: int | None = None) -> RetryPolicy:
         """The shared retry policy with this connector's limits (`retries` overrides the configured count)."""
-        retries = self.options.retries if retries is None else retries
-        return RetryPolicy(attempts=retries + 1, base_s=self.options.backoff_s, cap_s=self.options.max_backoff_s)
+        if retries is None or retries == self._policy.attempts - 1:
+            return self._policy
+        return replace(self._policy, attempts=retries + 1)
 
     def backoff(self, retry: int) -> float:
         """Delay before retry `retry` (1-based), drawn from this conversation's seeded RNG."""

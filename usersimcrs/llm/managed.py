@@ -81,6 +81,7 @@ class _Attempts:
     failure: str | None = None
     unparsed_text: str | None = None
     parse_error: str | None = None
+    spent: Usage = field(default_factory=Usage)
 
 
 class ManagedLLM(LLM):
@@ -96,6 +97,7 @@ class ManagedLLM(LLM):
         self.cache = cache
         self.backend = slot.backend.backend
         self.model = slot.backend.model
+        self.policy = RetryPolicy(attempts=max(0, config.retries) + 1, base_s=config.backoff_s, cap_s=config.max_wait_s)
 
     async def complete(
         self,
@@ -122,9 +124,9 @@ class ManagedLLM(LLM):
                 schema=schema,
             )
         )
-        use_cache = self.cache is not None and is_cacheable(temperature, seed)
-        if use_cache:
-            hit = self.cache.get(key.value)
+        cache = self.cache if self.cache is not None and is_cacheable(temperature, seed) else None
+        if cache is not None:
+            hit = cache.get(key.value)
             if hit is not None:
                 self.tracker.record(who, self.slot.model_key, UsageCounts(cache_hits=1))
                 return LLMResult(
@@ -141,8 +143,8 @@ class ManagedLLM(LLM):
         finally:
             self.tracker.record(who, self.slot.model_key, state.counts)
         result.latency_s = time.perf_counter() - started
-        if use_cache and result.parse_error is None:
-            self.cache.put(
+        if cache is not None and result.parse_error is None:
+            cache.put(
                 key.value,
                 CachedReply(text=result.text, parsed=result.parsed, usage=result.usage, model=self.model, backend=self.backend),
             )
@@ -159,9 +161,8 @@ class ManagedLLM(LLM):
         state: _Attempts,
     ) -> LLMResult:
         config = self.config
-        policy = RetryPolicy(attempts=max(0, config.retries) + 1, base_s=config.backoff_s, cap_s=config.max_wait_s)
+        policy = self.policy
         rngs: list[random.Random] = []  # seeded from the request key, made only if a retry waits
-        spent = [Usage()]
 
         def rng() -> random.Random:
             if not rngs:
@@ -188,7 +189,7 @@ class ManagedLLM(LLM):
             except LLMError as exc:
                 state.failure = shorten(str(exc))
                 raise RetryableFailure(state.failure) from None
-            spent[0] = spent[0] + raw.usage
+            state.spent = state.spent + raw.usage
             state.counts.prompt_tokens += raw.usage.prompt_tokens
             state.counts.completion_tokens += raw.usage.completion_tokens
             if not raw.text.strip():
@@ -197,14 +198,14 @@ class ManagedLLM(LLM):
                     state.parse_error, state.unparsed_text = "empty completion", raw.text
                 raise RetryableFailure(state.failure)
             if schema is None:
-                return LLMResult(text=raw.text, usage=spent[0], model=self.model, backend=self.backend)
+                return LLMResult(text=raw.text, usage=state.spent, model=self.model, backend=self.backend)
             try:
                 parsed = parse_structured(raw.text, schema)
             except StructuredOutputError as exc:
                 state.parse_error, state.unparsed_text = str(exc), raw.text
                 state.failure = f"{self.backend}: unparseable structured output ({exc})"
                 raise RetryableFailure(state.failure) from None
-            return LLMResult(text=raw.text, parsed=parsed, usage=spent[0], model=self.model, backend=self.backend)
+            return LLMResult(text=raw.text, parsed=parsed, usage=state.spent, model=self.model, backend=self.backend)
 
         try:
             return await policy.run(attempt, rng=rng, on_retry=on_retry)
@@ -214,7 +215,7 @@ class ManagedLLM(LLM):
             return LLMResult(
                 text=state.unparsed_text,
                 parsed=None,
-                usage=spent[0],
+                usage=state.spent,
                 model=self.model,
                 backend=self.backend,
                 parse_error=shorten(f"{state.parse_error} (after {policy.attempts} attempts)"),
