@@ -65,7 +65,7 @@ def test_no_secret_in_any_file_the_study_wrote(tmp_path, monkeypatch):
                 "items_path": "reply.recommendations[*]",
                 "item_id_field": "movie_id",
                 "item_title_field": "name",
-                "headers_from_env": {"Authorization": "USERSIMCRS_TEST_CRS_AUTH"},
+                "headers_env": {"Authorization": "USERSIMCRS_TEST_CRS_AUTH"},
                 "retries": 0,
             },
             "progress": False,

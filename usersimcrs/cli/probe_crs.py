@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from usersimcrs.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def connector_section(args: argparse.Namespace) -> dict[str, Any]:
     """The connector options from --config, --type/--url and --set (later ones win)."""
-    from usersimcrs.config import read_yaml
+    from usersimcrs.core.yaml_io import parse_yaml, read_yaml
 
     section: dict[str, Any] = {}
     if args.config:
@@ -44,7 +42,7 @@ def connector_section(args: argparse.Namespace) -> dict[str, Any]:
         if "=" not in option:
             raise ConfigError(f"--set {option!r}: expected key=value")
         key, raw = option.split("=", 1)
-        section[key.strip()] = yaml.safe_load(raw)
+        section[key.strip()] = parse_yaml(raw, source=f"--set {key.strip()}")
     return section
 
 
