@@ -8,7 +8,6 @@ meets its own way, reuse across event loops, and the connection pool.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import pytest

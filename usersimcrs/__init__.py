@@ -51,7 +51,38 @@ _EXPORTS = {
     "Stop": "usersimcrs.simulators.base:Stop",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "__version__",
+    "simulate",
+    "simulate_async",
+    "LLM",
+    "judge",
+    "JudgeResult",
+    "run_matrix",
+    "MatrixConfig",
+    "import_run",
+    "export_run",
+    "probe_crs",
+    "score",
+    "Scores",
+    "report",
+    "load_run",
+    "Run",
+    "Manifest",
+    "RunConfig",
+    "load_run_config",
+    "MetricsConfig",
+    "ItemCollection",
+    "Item",
+    "ItemRef",
+    "Dialogue",
+    "Utterance",
+    "UserProfile",
+    "CRSReply",
+    "CRSConnector",
+    "UserSimulator",
+    "Stop",
+]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from crs_connectors.base import CRSConnector, CRSReply

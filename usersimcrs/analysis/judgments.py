@@ -8,6 +8,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from usersimcrs.core.jsonl import iter_jsonl
+from usersimcrs.core.validation import validate
 from usersimcrs.errors import DataError
 from usersimcrs.judges.base import Judgment
 
@@ -20,16 +21,10 @@ def read_judgments(path: str | Path) -> list[Judgment]:
     Imported records (e.g. the anchor's, with `raw_value`, `agent_id`, `source`) are read too; a
     record that is not a judgment at all is a DataError naming the file and line.
     """
-    from pydantic import ValidationError
 
     out = []
     for line, record in enumerate(iter_jsonl(path), start=1):
-        try:
-            out.append(Judgment.model_validate(record))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(map(str, first["loc"])) or "record"
-            raise DataError(f"{path}: record {line}: {where}: {first['msg']}") from None
+        out.append(validate(Judgment, record, source=f"{path}: record {line}", error=DataError))
     return out
 
 

@@ -65,8 +65,9 @@ def request_from(args: argparse.Namespace):
     try:
         return JudgeRequest.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+        from usersimcrs.core.validation import describe_validation_error
+
+        raise ConfigError(describe_validation_error(exc, source=None, flags=True)) from None
 
 
 def handle(args: argparse.Namespace) -> int:

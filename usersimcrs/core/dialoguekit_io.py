@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError, computed_field
 
 from usersimcrs.core.dialogue import Annotation, Dialogue, DialogueAct, ItemRef, SlotValue, Utterance
+from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -152,7 +153,7 @@ def _utterance(raw: Any, where: str, counts: ActCounts) -> Utterance:
     try:
         items = [ItemRef.model_validate(i) for i in raw_items if isinstance(i, dict)]
     except ValidationError as exc:
-        raise DataError(f"{where}.items: {_first_error(exc)}") from None
+        raise DataError(describe_validation_error(exc, source=where, prefix="items")) from None
     uid = raw.get("utterance_id", raw.get("utterance ID"))
     return Utterance(
         participant=participant,  # type: ignore[arg-type]
@@ -201,16 +202,11 @@ def dialogue_from_dialoguekit(raw: Any, where: str = "dialogue", counts: ActCoun
             **{k: run[k] for k in _RUN_FIELDS if k in run and run[k] is not None},
         )
     except ValidationError as exc:
-        raise DataError(f"{where}: metadata.{_RUN_KEY}.{_first_error(exc)}") from None
+        raise DataError(describe_validation_error(exc, source=where, prefix=f"metadata.{_RUN_KEY}")) from None
     if not run and metadata.get("error"):
         dialogue.status = "failed"
         dialogue.error = str(metadata["error"])
     return dialogue
-
-
-def _first_error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    return ".".join(str(p) for p in first["loc"]) + f": {first['msg']}"
 
 
 def read_dialoguekit_report(path: str | Path) -> DialogueKitRead:

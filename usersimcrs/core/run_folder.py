@@ -12,10 +12,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import iter_jsonl, read_models
+from usersimcrs.core.validation import validate
 from usersimcrs.errors import DataError
 
 DIALOGUES = "dialogues.jsonl"
@@ -101,12 +102,7 @@ def read_manifest_file(run_dir: str | Path) -> Manifest:
         raise DataError(f"{path}: not a readable JSON manifest ({exc})") from None
     if not isinstance(data, dict):
         raise DataError(f"{path}: expected a JSON object")
-    try:
-        return Manifest.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise DataError(f"{path}: key '{key}': {first['msg']}") from None
+    return validate(Manifest, data, source=str(path), error=DataError)
 
 
 class Run:

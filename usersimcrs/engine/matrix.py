@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.config import RunConfig, absolutize
 from usersimcrs.core.manifest import read_manifest
+from usersimcrs.core.validation import validate
 from usersimcrs.errors import ConfigError
 
 CELLS_DIR = "cells"
@@ -150,12 +151,7 @@ def plan_cells(config: MatrixDesign, output_dir: str | Path, source: str | Path)
                 llm = data.setdefault("llm", {})
                 if isinstance(llm, dict) and not llm.get("cache_dir"):
                     llm["cache_dir"] = str(output_dir / "llm_cache")
-                try:
-                    run_config = RunConfig.model_validate(data)
-                except ValidationError as exc:
-                    first = exc.errors()[0]
-                    key = ".".join(str(p) for p in first["loc"])
-                    raise ConfigError(f"{source}: cell {name}: key '{key}': {first['msg']}") from None
+                run_config = validate(RunConfig, data, source=f"{source}: cell {name}")
                 run_config = absolutize(run_config, base_dir)
                 cells.append(CellPlan(simulator.name, crs.name, dataset.name, run_config, output_dir / CELLS_DIR / name))
     return cells

@@ -17,9 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from usersimcrs.errors import ConfigError, UserError
+from usersimcrs.core.validation import validate
+from usersimcrs.errors import UserError
 from usersimcrs.judges.base import Judge, JudgeUsage, judges
 from usersimcrs.llm.config import LLMConfig
 
@@ -129,12 +130,7 @@ def build_judge(request: JudgeRequest) -> Judge:
     if request.debate and request.judge != "core12":
         raise UserError("--debate works with --judge core12 (the debate argues from CoRE's factor results)")
     cls = judges.get("debate" if request.debate else request.judge)
-    try:
-        config = cls.Config.model_validate(judge_options(request))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(f"judge option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
-    return cls(config)
+    return cls(validate(cls.Config, judge_options(request), source=f"judge {request.judge}", prefix="option"))
 
 
 def base_llm_config(request: JudgeRequest, manifest: dict[str, Any]) -> LLMConfig:
@@ -148,11 +144,7 @@ def base_llm_config(request: JudgeRequest, manifest: dict[str, Any]) -> LLMConfi
             data[key] = value
     if request.no_cache:
         data["cache"] = False
-    try:
-        return LLMConfig.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(f"llm.{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    return validate(LLMConfig, data, source="judge", prefix="llm")
 
 
 def _dry_run(judge: Judge, todo: list, debate: bool) -> DryRunEstimate:
