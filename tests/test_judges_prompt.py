@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from rubrics import load_rubric
+from usersimcrs.judges.rubrics import load_rubric
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
 from usersimcrs.judges.parsing import ScoreSpec, read_score
 from usersimcrs.judges.prompt_builder import (

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-import rubrics
-from rubrics import DebateRubric, Rubric, load_any, load_debate, load_rubric
+from usersimcrs.core.bundled import bundled_dir
+from usersimcrs.judges.rubrics import DebateRubric, Rubric, load_any, load_debate, load_rubric
 from usersimcrs.errors import ConfigError
 
-RUBRIC_FILES = sorted(Path(rubrics.__file__).parent.glob("*.yaml"))
+RUBRIC_FILES = sorted(bundled_dir("rubrics").glob("*.yaml"))
 
 
 def test_the_five_rubric_files_are_shipped():
@@ -97,7 +97,7 @@ def test_persuasiveness_is_a_post_dialogue_rating():
 
 
 def test_a_user_file_with_the_same_schema_replaces_a_builtin(tmp_path):
-    data = yaml.safe_load((Path(rubrics.__file__).parent / "quality.yaml").read_text())
+    data = yaml.safe_load((bundled_dir("rubrics") / "quality.yaml").read_text())
     data["criteria"] = data["criteria"][:1]
     data["criteria"][0]["title"] = "Relevance (house style)"
     path = tmp_path / "house.yaml"
@@ -117,7 +117,7 @@ def test_a_user_file_with_the_same_schema_replaces_a_builtin(tmp_path):
     ],
 )
 def test_a_broken_rubric_is_one_clear_error_naming_the_file(tmp_path, mutate, message):
-    data = yaml.safe_load((Path(rubrics.__file__).parent / "quality.yaml").read_text())
+    data = yaml.safe_load((bundled_dir("rubrics") / "quality.yaml").read_text())
     mutate(data)
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -127,7 +127,7 @@ def test_a_broken_rubric_is_one_clear_error_naming_the_file(tmp_path, mutate, me
 
 
 def test_debate_naming_an_unknown_factor_is_rejected(tmp_path):
-    data = yaml.safe_load((Path(rubrics.__file__).parent / "debate_roles.yaml").read_text())
+    data = yaml.safe_load((bundled_dir("rubrics") / "debate_roles.yaml").read_text())
     data["roles"][0]["factors"] = ["charisma"]
     path = tmp_path / "roles.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rubrics import DebateRole, DebateRubric, load_debate
+from usersimcrs.judges.rubrics import DebateRole, DebateRubric, load_debate
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.errors import UserError
 from usersimcrs.judges.base import Judge, JudgeOptions, JudgeUsage, Judgment, PlannedCall, Status, gather_all

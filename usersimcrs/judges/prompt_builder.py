@@ -24,7 +24,7 @@ from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rubrics import Criterion, Rubric
+from usersimcrs.judges.rubrics import Criterion, Rubric
 from usersimcrs.core.dialogue import AGENT, Dialogue, ItemRef, Utterance
 from usersimcrs.llm.base import Message
 

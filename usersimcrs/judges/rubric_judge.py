@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
-from rubrics import Criterion, Rubric, load_rubric
+from usersimcrs.judges.rubrics import Criterion, Rubric, load_rubric
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.errors import UserError
 from usersimcrs.judges.base import Judge, JudgeOptions, Judgment, PlannedCall, gather_all

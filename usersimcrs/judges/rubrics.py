@@ -1,4 +1,4 @@
-"""Judge rubrics as data: the YAML files in this folder, their pydantic schema and a loader.
+"""Judge rubrics as data: the schema and loader of the YAML files in the top-level `rubrics/` folder.
 
 Two kinds of file share one loader:
 
@@ -17,11 +17,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from usersimcrs.core.bundled import bundled_dir
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import read_yaml
 from usersimcrs.errors import ConfigError
 
-RUBRIC_DIR = Path(__file__).resolve().parent
 
 InputKind = Literal["text", "recommendations", "ground_truth", "preferences"]
 """What a criterion needs besides the dialogue text: the session recommendation list, the
@@ -178,7 +178,7 @@ class DebateRubric(_Model):
 
 def builtin_names() -> list[str]:
     """Names of the rubric files shipped in this folder (without `.yaml`)."""
-    return sorted(p.stem for p in RUBRIC_DIR.glob("*.yaml"))
+    return sorted(p.stem for p in bundled_dir("rubrics").glob("*.yaml"))
 
 
 def rubric_path(name_or_path: str | Path) -> Path:
@@ -188,7 +188,7 @@ def rubric_path(name_or_path: str | Path) -> Path:
         if not candidate.exists():
             raise ConfigError(f"{candidate}: rubric file not found")
         return candidate
-    builtin = RUBRIC_DIR / f"{name_or_path}.yaml"
+    builtin = bundled_dir("rubrics") / f"{name_or_path}.yaml"
     if not builtin.exists():
         raise ConfigError(f"unknown rubric {str(name_or_path)!r}; built-in: {', '.join(builtin_names())}")
     return builtin
