@@ -60,7 +60,7 @@ def main() -> None:
     if args.judge_url:
         result = us.judge(run, "quality", llm=us.LLM("openai", model=args.judge_model, base_url=args.judge_url))
         print(f"judge: {result.judgments_written} judgments written, statuses {result.statuses}")
-    print(f"report: {us.report(run)}")
+    print(f"report: {us.write_report(run)}")
 
 
 if __name__ == "__main__":

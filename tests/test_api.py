@@ -84,7 +84,7 @@ def test_score_gives_summary_with_n_and_writes_metrics(tmp_path):
     assert scores.mean("turns") is not None
     assert (run.path / "metrics.csv").exists()
     assert json.loads((run.path / "manifest.json").read_text())["metrics"]["gate"] in ("passed", "failed")
-    assert us.report(run).exists()
+    assert us.write_report(run).exists()
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path):
@@ -142,3 +142,15 @@ def test_the_example_script_runs_through_the_public_api_with_a_judge(tmp_path):
     assert judged and calls >= len(judged)
     assert {j["model"] for j in run.judgments} == {"openai:judge-model"}
     assert "judgments written" in done.stdout
+
+
+def test_public_names_survive_importing_every_subpackage():
+    """A public name must not be shadowed by a subpackage of the same name once that is imported."""
+    import importlib
+    import pkgutil
+
+    for module in pkgutil.iter_modules(us.__path__):
+        importlib.import_module(f"usersimcrs.{module.name}")
+    for name in us.__all__:
+        value = getattr(us, name)
+        assert not type(value).__name__ == "module", name

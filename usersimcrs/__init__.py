@@ -6,7 +6,7 @@ The public API, for notebooks and scripts (the `usersimcrs` command is a thin sh
     run = us.simulate(crs=MyCRS(), simulator="agenda", items="movies.csv", conversations=50)
     print(us.score(run).summary)
     us.judge(run, "quality", llm=us.LLM("openai", model="gpt-4o-mini"))
-    us.report(run)
+    us.write_report(run)
     run = us.load_run("runs/quickstart")      # any run folder, written by the API or the CLI
 
 Names are imported on first use, so `import usersimcrs` stays cheap.
@@ -32,7 +32,7 @@ _EXPORTS = {
     "probe_crs": "usersimcrs.pipeline.probe:probe_crs",
     "score": "usersimcrs.pipeline.score:score",
     "Scores": "usersimcrs.pipeline.score:Scores",
-    "report": "usersimcrs.pipeline.report:report",
+    "write_report": "usersimcrs.pipeline.report:report",
     "load_run": "usersimcrs.core.run_folder:load_run",
     "Run": "usersimcrs.core.run_folder:Run",
     "Manifest": "usersimcrs.core.run_folder:Manifest",
@@ -65,7 +65,7 @@ __all__ = [
     "probe_crs",
     "score",
     "Scores",
-    "report",
+    "write_report",
     "load_run",
     "Run",
     "Manifest",
@@ -98,7 +98,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from usersimcrs.pipeline.judge import JudgeResult
     from usersimcrs.pipeline.matrix import MatrixConfig, run_matrix
     from usersimcrs.pipeline.probe import probe_crs
-    from usersimcrs.pipeline.report import report
+    from usersimcrs.pipeline.report import report as write_report
     from usersimcrs.pipeline.score import Scores, score
     from usersimcrs.simulators.base import Stop, UserSimulator
 
