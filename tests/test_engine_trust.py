@@ -230,6 +230,22 @@ def test_unreachable_crs_stops_run_before_any_conversation(tmp_path):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and url in lines[0] and lines[0].startswith("error: CRS at")
     assert not _lines(tmp_path / "out") and not (tmp_path / "out" / "dialogues.jsonl").exists()
+    # without the check the same run writes every conversation as failed and exits 3
+    config = _run_config(tmp_path, {"type": "crs_arena", "url": url, "retries": 0}, conversations=3)
+    unchecked = _cli("run", str(config), "--output", str(tmp_path / "unchecked"), "--no-crs-check")
+    assert unchecked.returncode == 3 and [r["status"] for r in _lines(tmp_path / "unchecked")] == ["failed"] * 3
+
+
+def test_preflight_skips_in_process_connectors_and_accepts_a_4xx_answer():
+    from usersimcrs.engine.preflight import answered, check_crs, check_distinct
+    from usersimcrs.testing.crs_servers import GenericJSONApp, LocalCRSServer
+
+    assert asyncio.run(check_crs({"type": "tests.engine_plugins:EchoCRS"})) is None
+    assert answered("HTTP 404: Not Found") and not answered("HTTP 503") and not answered("cannot connect to x")
+    with LocalCRSServer(GenericJSONApp()) as server:  # GET on its chat route is not a health route
+        section = {"type": "http", "url": server.url + "api/chat"}
+        assert asyncio.run(check_crs(section)).startswith("HTTP 4")
+        assert asyncio.run(check_distinct([(section, "a"), (dict(section), "b"), ({"type": "popularity"}, "c")])) == 2
 
 
 def test_unreachable_crs_stops_the_matrix_before_any_cell(tmp_path, capsys):
