@@ -8,8 +8,8 @@ from typing import Any, Callable
 from usersimcrs.core.dialogue import AGENT, Dialogue, ItemRef, Utterance
 from usersimcrs.core.items import Item, ItemCollection
 from usersimcrs.core.profile import UserProfile
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.llm.base import LLM, LLMResult, Message
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.base import Stop, UserSimulator
 
 Reply = Callable[[list[Message], "dict[str, Any] | None", int], "str | dict[str, Any]"]

@@ -8,8 +8,8 @@ import pytest
 
 from tests.agenda_support import ScriptedCRS, catalogue, comedy_fan, run_conversation, simulator
 from usersimcrs.config import validate_section
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.errors import ConfigError
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.agenda.simulator import AgendaSimulator
 from usersimcrs.simulators.base import simulators
 

@@ -14,9 +14,9 @@ from crs_connectors.baselines.bm25_index import BM25Index, item_tokens
 from tests.connectors_support import scripted_conversation
 from usersimcrs.core.items import Item, ItemCollection
 from usersimcrs.core.profile import Ratings
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.errors import ConfigError, ConnectorError, LLMError
 from usersimcrs.llm.base import LLM, LLMResult, Message
+from usersimcrs.runtime.context import RunContext
 
 
 def movie(item_id: str, title: str, genres: str, keywords: str = "") -> Item:

@@ -14,8 +14,8 @@ from crs_connectors.http import fill_template
 from crs_connectors.json_paths import parse_path, select
 from crs_connectors.transport import HTTPOptions, HTTPTransport, format_size
 from tests.connectors_support import catalog_items, scripted_conversation
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.errors import ConfigError, ConnectorError
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.testing.crs_servers import FaultPlan, GenericJSONApp, LocalCRSServer
 
 GENERIC = {

@@ -16,8 +16,8 @@ from dialoguekit.participant.participant import DialogueParticipant
 from crs_connectors.base import CRSReply, build_connector
 from crs_connectors.record_replay import RecordingConnector
 from tests.connectors_support import catalog_items, scripted_conversation
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.errors import ConfigError, ConnectorError
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.testing.crs_servers import FaultPlan, IEvaLMApp, LocalCRSServer, serve
 
 

@@ -10,8 +10,8 @@ import pytest
 from crs_connectors.base import build_connector
 from tests.connectors_support import catalog_items, scripted_conversation
 from usersimcrs.core.dialogue import Dialogue
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.errors import ConnectorError
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.testing.crs_servers import FaultPlan, IEvaLMApp, LocalCRSServer, MovieBotApp, RasaApp, serve
 
 MESSAGES = ["Hello there", "I like sci-fi thrillers", "Seen them, something else please"]

@@ -9,8 +9,8 @@ import pytest
 
 from usersimcrs.config import RunConfig
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.engine.loop import current_loop_kind, resolve_loop, run_coroutine
 from usersimcrs.core.manifest import read_manifest
+from usersimcrs.engine.loop import current_loop_kind, resolve_loop, run_coroutine
 from usersimcrs.engine.runner import run
 from usersimcrs.errors import ConfigError
 from usersimcrs.testing.llm_server import LLMServer

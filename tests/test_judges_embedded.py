@@ -7,13 +7,13 @@ import asyncio
 import pytest
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.judges.base import JudgeOptions
 from usersimcrs.judges.estimate import prompt_tokens
 from usersimcrs.judges.prompt_builder import ConversationView, criterion_messages
 from usersimcrs.judges.quality import QualityJudge
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.provider import LLMProvider
+from usersimcrs.runtime.context import RunContext
 
 pytestmark = [pytest.mark.embedded, pytest.mark.slow]
 

@@ -9,7 +9,6 @@ import re
 import pytest
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.judges.base import JudgeOptions
 from usersimcrs.judges.components import expand_models_map
 from usersimcrs.judges.core12 import Core12Judge
@@ -18,6 +17,7 @@ from usersimcrs.judges.pepper import PepperJudge
 from usersimcrs.judges.persuasiveness import PersuasivenessJudge
 from usersimcrs.judges.quality import QualityJudge
 from usersimcrs.llm.provider import LLMProvider
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.testing.llm_server import LLMServer
 
 ROLES = ["common_user", "domain_expert", "linguist", "hci_expert"]

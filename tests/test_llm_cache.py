@@ -12,7 +12,6 @@ import textwrap
 import pytest
 
 from usersimcrs.errors import DataError
-
 from usersimcrs.llm.base import Message, Usage
 from usersimcrs.llm.cache import CACHE_FILE, CachedReply, ResponseCache, cache_key, is_cacheable
 

@@ -11,10 +11,10 @@ from tests.metrics_fixtures import dialogue, ref, two_users
 from usersimcrs.metrics.compute import compute_metrics, turn_curves
 from usersimcrs.metrics.coverage import average_increase_rate, coverage_curve, increase_rate, preference_coverage
 from usersimcrs.metrics.exploration import consecutive_distances, jaccard_distance
+from usersimcrs.metrics.length import exchanges
 from usersimcrs.metrics.options import MetricOptions, RewardConfig
 from usersimcrs.metrics.recall import recall_per_turn
 from usersimcrs.metrics.success import accepted_rounds, hit_within, is_accept_intent, is_success, reward
-from usersimcrs.metrics.length import exchanges
 
 
 def test_preference_coverage_two_users_three_turns():
@@ -140,8 +140,8 @@ def test_satisfaction_matches_dialoguekit_classifier():
     from dialoguekit.nlu.models.satisfaction_classifier import SatisfactionClassifierSVM
     from dialoguekit.participant import DialogueParticipant
 
-    from usersimcrs.metrics.satisfaction import SatisfactionFamily, load_classifier
     from usersimcrs.metrics.base import MetricContext
+    from usersimcrs.metrics.satisfaction import SatisfactionFamily, load_classifier
 
     classifier = load_classifier()
     assert classifier is not None, "DialogueKit's satisfaction classifier did not load"

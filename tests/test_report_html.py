@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import re
 
-
 from tests.metrics_fixtures import write_run
 from usersimcrs.cli import main
 

@@ -10,8 +10,8 @@ import yaml
 
 from usersimcrs.cli import main
 from usersimcrs.engine.matrix import deep_merge, plan_cells
-from usersimcrs.pipeline.matrix import load_matrix_config, plan_matrix
 from usersimcrs.errors import ConfigError
+from usersimcrs.pipeline.matrix import load_matrix_config, plan_matrix
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "data"
 

@@ -7,12 +7,13 @@ import pytest
 
 from tests.metrics_fixtures import dialogue, ref, write_run
 from usersimcrs.analysis.compare import compare
+from usersimcrs.analysis.failures import failure_reason
 from usersimcrs.analysis.ranking import ranking_notes
 from usersimcrs.cli import main
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import JsonlWriter, read_models
 from usersimcrs.report.matrix_report import wide_means, wide_ranks
-from usersimcrs.report.sections import failure_reason, failure_reasons, pick_transcripts, transcript_table
+from usersimcrs.report.sections import failure_reasons, pick_transcripts, transcript_table
 
 
 def _failed(cid: str, index: int, error: str | None) -> Dialogue:

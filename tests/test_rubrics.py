@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
 from usersimcrs.core.bundled import bundled_dir
-from usersimcrs.judges.rubrics import DebateRubric, Rubric, load_any, load_debate, load_rubric
 from usersimcrs.errors import ConfigError
+from usersimcrs.judges.rubrics import DebateRubric, Rubric, load_any, load_debate, load_rubric
 
 RUBRIC_FILES = sorted(bundled_dir("rubrics").glob("*.yaml"))
 

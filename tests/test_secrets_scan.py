@@ -69,6 +69,7 @@ def test_no_secret_in_any_file_the_study_wrote(tmp_path, monkeypatch):
                 "retries": 0,
             },
             "progress": False,
+            "max_failed_share": 1.0,  # faults are injected on purpose; this test is about secrets
         }
         config_path = tmp_path / "study.yaml"
         config_path.write_text(yaml.safe_dump(config))

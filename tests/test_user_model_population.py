@@ -10,8 +10,8 @@ import pytest
 from tests.llm_sim_support import movie_items
 from usersimcrs.config import ProfilesConfig
 from usersimcrs.core.profile import Ratings, UserProfile
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.errors import ConfigError, DataError
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.user_model.population import build_profile_source
 
 

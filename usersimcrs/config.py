@@ -80,10 +80,13 @@ class RunConfig(_Section):
     crs: dict[str, Any]
     data: dict[str, Any] = Field(default_factory=dict, description="extra resources (annotated dialogues, domain files)")
     progress: bool = True
+    max_failed_share: float = Field(
+        0.2, ge=0.0, le=1.0, description="`run` exits 3 when a larger share of the conversations failed"
+    )
 
     def config_hash(self) -> str:
         """A hash of what decides the conversations (output folder and progress display excluded)."""
-        data = self.model_dump(mode="json", exclude={"output", "progress", "concurrency", "executor", "ray_address", "event_loop"})
+        data = self.model_dump(mode="json", exclude={"output", "progress", "concurrency", "executor", "ray_address", "event_loop", "max_failed_share"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -119,6 +122,9 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> Run
     return absolutize(config, path.parent)
 
 
+JSON_PATH_KEYS = frozenset({"text_path", "items_path", "custom_items_path"})
+
+
 def absolutize(config: RunConfig, base_dir: Path) -> RunConfig:
     """Make file paths in the config absolute relative to `base_dir`."""
     for section in (config.items, config.ratings):
@@ -132,6 +138,8 @@ def absolutize(config: RunConfig, base_dir: Path) -> RunConfig:
             config.data[key] = resolve_path(base_dir, value)
     for section in (config.simulator, config.crs):
         for key, value in list(section.items()):
+            if key in JSON_PATH_KEYS:  # JSON paths inside a CRS reply ("reply.text"), not files
+                continue
             if (key.endswith(("_path", "_file")) or key in ("path", "record_to")) and isinstance(value, str):
                 section[key] = resolve_path(base_dir, value)
     return config

@@ -8,8 +8,8 @@ import logging
 import os
 import sys
 
-from usersimcrs.version import __version__
 from usersimcrs.errors import UserError
+from usersimcrs.version import __version__
 
 # subcommand module names, in the order `--help` lists them
 COMMAND_MODULES = [

@@ -13,9 +13,9 @@ from typing import Any, Callable
 from crs_connectors.base import CRSConnector, connectors, instantiate
 from usersimcrs.config import RunConfig, validate_section
 from usersimcrs.core.profile import UserProfile
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.errors import ConfigError
 from usersimcrs.registry import Registry
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.base import UserSimulator, simulators
 
 SimulatorFactory = Callable[[RunContext, UserProfile, int], UserSimulator]

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from usersimcrs.judges.rubrics import DebateRole, DebateRubric, load_debate
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.errors import UserError
 from usersimcrs.judges.base import Judge, JudgeOptions, JudgeUsage, Judgment, PlannedCall, Status, gather_all
@@ -27,6 +26,7 @@ from usersimcrs.judges.core12 import Core12Judge
 from usersimcrs.judges.estimate import COMPLETION_FILL, expected_completion_tokens
 from usersimcrs.judges.parsing import ScoreOutcome, ScoreSpec, ask_score
 from usersimcrs.judges.prompt_builder import ConversationView, build_messages, output_instructions
+from usersimcrs.judges.rubrics import DebateRole, DebateRubric, load_debate
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.runtime.context import RunContext

@@ -24,8 +24,8 @@ from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from usersimcrs.judges.rubrics import Criterion, Rubric
 from usersimcrs.core.dialogue import AGENT, Dialogue, ItemRef, Utterance
+from usersimcrs.judges.rubrics import Criterion, Rubric
 from usersimcrs.llm.base import Message
 
 DATA_OPEN = "<<<"

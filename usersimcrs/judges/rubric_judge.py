@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
-from usersimcrs.judges.rubrics import Criterion, Rubric, load_rubric
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.errors import UserError
 from usersimcrs.judges.base import Judge, JudgeOptions, Judgment, PlannedCall, gather_all
@@ -13,6 +12,7 @@ from usersimcrs.judges.components import criterion_chain
 from usersimcrs.judges.estimate import expected_completion_tokens
 from usersimcrs.judges.parsing import ScoreSpec, ask_score, model_key
 from usersimcrs.judges.prompt_builder import ConversationView, criterion_messages
+from usersimcrs.judges.rubrics import Criterion, Rubric, load_rubric
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.runtime.context import RunContext

@@ -22,7 +22,6 @@ from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import read_yaml
 from usersimcrs.errors import ConfigError
 
-
 InputKind = Literal["text", "recommendations", "ground_truth", "preferences"]
 """What a criterion needs besides the dialogue text: the session recommendation list, the
 ground-truth (target) items, or the user's general preferences."""

@@ -9,7 +9,12 @@ import pandas as pd
 
 from usersimcrs.analysis.factors import stability
 from usersimcrs.analysis.judgments import judgments_table
-from usersimcrs.analysis.reference import inter_factor_comparison, judge_vs_reference, read_judge_records, read_reference
+from usersimcrs.analysis.reference import (
+    inter_factor_comparison,
+    judge_vs_reference,
+    read_judge_records,
+    read_reference,
+)
 from usersimcrs.errors import UserError
 from usersimcrs.report.tables import write_table
 

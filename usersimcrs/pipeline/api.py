@@ -21,12 +21,12 @@ from usersimcrs.config import RunConfig
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.core.run_folder import Run, load_run
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.plugins import ConnectorFactory, RunPlugins, SimulatorFactory, connector_factory
 from usersimcrs.engine.plugins import simulator_factory as engine_simulator_factory
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.config import LLMConfig
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.base import SimulatorConfig, UserSimulator
 from usersimcrs.simulators.function import FunctionSimulator
 
@@ -156,8 +156,6 @@ async def simulate_async(
     Other keyword options are run-config keys (`name`, `seed`, `max_turns`, `concurrency`,
     `profiles`, `llm_components`, `progress`, ...).
     """
-    from usersimcrs.engine.runner import build_context, run_async
-
     crs_section, crs_factory = crs_plugin(crs)
     simulator_section, simulator_factory = simulator_plugin(simulator)
     collection = items if isinstance(items, ItemCollection) else None
@@ -176,16 +174,17 @@ async def simulate_async(
         crs=crs_factory or connector_factory(crs_section, "usersimcrs.simulate"),
     )
     folder = Path(output) if output is not None else default_output(config.name)
+    from usersimcrs.engine.runner import build_context
+    from usersimcrs.pipeline.simulate import simulate_async as run_simulation
+
     context = build_context(config, folder)
     if collection is not None:
         context.items = collection
     try:
-        await run_async(config, folder, resume=resume, overwrite=overwrite, context=context,
-                        source="usersimcrs.simulate", plugins=plugins)
+        await run_simulation(config, folder, resume=resume, overwrite=overwrite, source="usersimcrs.simulate",
+                             plugins=plugins, context=context, check_crs=crs_factory is None)
     finally:
-        from usersimcrs.engine.runner import close_context
-
-        await close_context(context)
+        await context.aclose()
     return load_run(folder)
 
 

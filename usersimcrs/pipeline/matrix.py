@@ -19,11 +19,13 @@ from usersimcrs.engine.matrix import (
     MatrixDesign,
     MatrixSummary,
     check_axis_names,
+    is_complete,
     plan_cells,
     run_cells,
     write_index,
 )
 from usersimcrs.engine.plugins import plugins_from_config
+from usersimcrs.engine.preflight import check_distinct
 from usersimcrs.errors import ConfigError, UserError
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.pipeline.judge import JudgeRequest, build_judge, judge_async
@@ -72,6 +74,8 @@ async def run_matrix_async(
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     cells = plan_matrix(config, output_dir, source)
+    # an unreachable CRS stops the matrix with one line before any cell runs
+    await check_distinct([(cell.config.crs, cell.name) for cell in cells if not is_complete(cell)])
     judges = [spec.model_dump(exclude_defaults=True) for spec in config.judges]
     summary = MatrixSummary(output_dir=output_dir)
     started = time.perf_counter()

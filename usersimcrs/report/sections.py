@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
 from usersimcrs.analysis.factors import inter_factor_matrix, mean_abs_off_diagonal, stability
+from usersimcrs.analysis.failures import summarize_failures
 from usersimcrs.analysis.judgments import judgments_table
 from usersimcrs.analysis.summary import describe
 from usersimcrs.metrics.validity import FLAGS, is_checked, is_set
@@ -268,31 +268,10 @@ def _scale(table: pd.DataFrame) -> tuple[float, float] | None:
     return None
 
 
-_URL = re.compile(r"\b(?:https?|wss?|file)://\S+")
-_HEX = re.compile(r"\b(?=[0-9a-f-]*\d)[0-9a-f]{6,}(?:-[0-9a-f]{2,})*\b", re.IGNORECASE)
-_PATH = re.compile(r"(?:/[\w.\-]+){2,}")
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_QUOTED = re.compile(r"'[^']{0,200}'|\"[^\"]{0,200}\"")
-REASON_CHARS = 160
-
-
-def failure_reason(error: str | None) -> str:
-    """An error string with its volatile parts (URLs, IDs, paths, quoted values, numbers) replaced, so alike errors group."""
-    if not error or not str(error).strip():
-        return "(no error recorded)"
-    text = " ".join(str(error).split())
-    for pattern, token in ((_URL, "<url>"), (_HEX, "<id>"), (_PATH, "<path>"), (_QUOTED, "<value>"), (_NUMBER, "<n>")):
-        text = pattern.sub(token, text)
-    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
-
-
 def failure_reasons(dialogues: Iterable[Any], *, examples: int = 3) -> pd.DataFrame:
     """One row per reason of the failed conversations: count and the first example IDs (by index), most frequent first."""
-    groups: dict[str, list[str]] = {}
-    for d in sorted((d for d in dialogues if d.status == "failed"), key=_position):
-        groups.setdefault(failure_reason(d.error), []).append(d.conversation_id)
-    rows = [{"reason": reason, "count": len(ids), "examples": ", ".join(ids[:examples])} for reason, ids in groups.items()]
-    rows.sort(key=lambda r: (-r["count"], r["reason"]))
+    summary = summarize_failures(dialogues, examples=examples)
+    rows = [{"reason": r.reason, "count": r.count, "examples": ", ".join(r.conversation_ids)} for r in summary.reasons]
     return pd.DataFrame(rows, columns=["reason", "count", "examples"])
 
 

@@ -1,0 +1,80 @@
+"""Simulate: preflight the CRS, run (or resume) the conversations, summarise what failed and why.
+
+`simulate_async` / `simulate` are what `usersimcrs run` calls; the CLI only parses and prints.
+A CRS that cannot be reached raises `UserError` before any conversation is written; a run whose
+failed share exceeds `max_failed_share` is fully written and flagged (`exceeds_failed_share`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from usersimcrs.analysis.failures import FailureSummary, summarize_failures_file
+from usersimcrs.config import RunConfig
+from usersimcrs.engine import preflight
+from usersimcrs.engine.loop import run_blocking
+from usersimcrs.engine.plugins import RunPlugins
+from usersimcrs.engine.runner import DIALOGUES, run_async
+from usersimcrs.runtime.context import RunContext
+
+
+class SimulationResult(BaseModel):
+    """What `simulate` did: counts of this session, the whole folder's failures, LLM usage."""
+
+    output_dir: Path
+    completed: int = 0
+    failed: int = 0
+    skipped: int = Field(0, description="conversations already done and kept")
+    retried: int = Field(0, description="failed conversations of an earlier session run again")
+    ambiguous_items: int = Field(0, description="recommended titles left ambiguous, over the whole folder")
+    wall_s: float = 0.0
+    llm: dict[str, Any] = Field(default_factory=dict)
+    failures: FailureSummary = Field(default_factory=FailureSummary)
+    max_failed_share: float = 0.2
+    exceeds_failed_share: bool = False
+
+
+async def simulate_async(
+    config: RunConfig,
+    output: Path,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    keep_failed: bool = False,
+    check_crs: bool = True,
+    source: str = "config",
+    plugins: RunPlugins | None = None,
+    context: RunContext | None = None,
+) -> SimulationResult:
+    """Preflight the CRS (unless `check_crs` is False), run into `output`, summarise failures.
+
+    `plugins` and `context` let the public API pass Python objects (a CRS instance, an item
+    collection) instead of registry names and file paths (the caller turns `check_crs` off for a CRS object).
+    """
+    output = Path(output)
+    if check_crs:
+        await preflight.check_crs(config.crs, source=source, run_seed=config.seed)
+    summary = await run_async(config, output, resume=resume, overwrite=overwrite, keep_failed=keep_failed,
+                              source=source, plugins=plugins, context=context)
+    failures = summarize_failures_file(output / DIALOGUES)
+    return SimulationResult(
+        output_dir=output,
+        completed=summary.completed,
+        failed=summary.failed,
+        skipped=summary.skipped,
+        retried=summary.retried,
+        ambiguous_items=summary.ambiguous_items,
+        wall_s=summary.wall_s,
+        llm=summary.llm,
+        failures=failures,
+        max_failed_share=config.max_failed_share,
+        exceeds_failed_share=(failures.share or 0.0) > config.max_failed_share,
+    )
+
+
+def simulate(config: RunConfig, output: Path, **options: Any) -> SimulationResult:
+    """`simulate_async` on a fresh event loop of `config.event_loop` (inside a running loop: in a worker thread)."""
+    return run_blocking(simulate_async(config, output, **options), config.event_loop)
