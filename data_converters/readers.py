@@ -5,8 +5,9 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TextIO
 
 from usersimcrs.errors import DataError
 
@@ -18,11 +19,18 @@ NAN_STRINGS = frozenset({"nan", "NaN", "None", "\\N"})
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
 
-def _open_text(path: Path):
+@contextmanager
+def _open_text(path: Path) -> Iterator[TextIO]:
+    """The file as UTF-8 text; unreadable files and bytes that are not UTF-8 are one-line DataErrors."""
     try:
-        return path.open(encoding="utf-8-sig", newline="")
+        handle = path.open(encoding="utf-8-sig", newline="")
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc.strerror})") from exc
+    with handle:
+        try:
+            yield handle
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: not UTF-8 text ({exc.reason} near byte {exc.start})") from None
 
 
 def header_of(path: Path, delimiter: str = ",") -> list[str]:

@@ -60,7 +60,7 @@ def test_run_report_shows_failure_reasons_and_escaped_transcripts(tmp_path):
             d.utterances[0].text = "<script>alert('x')</script> & more"
             d.utterances[1].items[0].title = "<b>Bold</b> (1995)"
         if d.index in (3, 4):
-            d.status, d.error = "failed", f"ConnectorError: HTTP {500 + d.index} from http://crs:{8000 + d.index}/"
+            d.status, d.error = "failed", f"ConnectorError: HTTP 503 from http://crs:{8000 + d.index}/ (after {d.index} attempts)"
 
     _rewrite(run_dir, change)
     assert main(["metrics", str(run_dir), "--no-satisfaction"]) == 0
@@ -68,7 +68,7 @@ def test_run_report_shows_failure_reasons_and_escaped_transcripts(tmp_path):
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     reasons = pd.read_csv(run_dir / "report" / "tables" / "failure_reasons.csv")
     by_reason = reasons.set_index("reason")["count"]
-    assert by_reason[failure_reason("ConnectorError: HTTP 503 from http://crs:8003/")] == 2
+    assert by_reason[failure_reason("ConnectorError: HTTP 503 from http://crs:8003/ (after 3 attempts)")] == 2
     assert by_reason[failure_reason("ConnectorError: timeout")] == 1  # write_run's last conversation
     assert "target_biased__popularity-00003, target_biased__popularity-00004" in html
     assert "Transcripts" in html

@@ -19,18 +19,25 @@ _SECRET_PARTS = re.compile(r"(?:^|_)(?:api_?key|token|secret|password|passwd|aut
 def is_secret_key(key: object) -> bool:
     """True for keys that name a secret (`api_key`, `access_token`, `X-Auth-Token`); counters such
     as `prompt_tokens` and keys naming env vars (`*_env`) are not secrets."""
-    lowered = re.sub(r"[^a-z0-9]+", "_", str(key).lower())
-    if lowered.endswith("_env"):
+    if names_env_vars(key):
         return False
-    return bool(_SECRET_PARTS.search(lowered))
+    return bool(_SECRET_PARTS.search(re.sub(r"[^a-z0-9]+", "_", str(key).lower())))
+
+
+def names_env_vars(key: object) -> bool:
+    """Keys like `api_key_env` or `headers_env` hold names of environment variables, never their values."""
+    return re.sub(r"[^a-z0-9]+", "_", str(key).lower()).endswith("_env")
 
 
 def scrub_secrets(value: Any) -> Any:
-    """Drop values of keys that look like secrets (keys naming env vars, `*_env`, are kept)."""
+    """Drop values of keys that look like secrets; sections naming env vars (`*_env`) are kept whole,
+    since they hold variable names (e.g. `headers_env: {X-Api-Token: MY_TOKEN_VAR}`)."""
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            if is_secret_key(key):
+            if names_env_vars(key):
+                out[key] = item
+            elif is_secret_key(key):
                 out[key] = "<removed>"
             else:
                 out[key] = scrub_secrets(item)
