@@ -177,3 +177,24 @@ def interval_bars(rows: pd.DataFrame, *, label: str, value: str, low: str, high:
     ax.grid(axis="x", alpha=0.3)
     ax.set_title(title, fontsize=11)
     return _png(fig)
+
+
+def distribution_panels(panels: Mapping[str, Mapping[str, Sequence[float]]], *, title: str, columns: int = 4) -> bytes:
+    """One box plot panel per key (e.g. a feature), one box per group (e.g. human and each simulator)."""
+    names = list(panels)
+    cols = max(1, min(columns, len(names)))
+    rows = max(1, -(-len(names) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.9 * rows), squeeze=False)
+    for ax in axes.flat[len(names):]:
+        ax.axis("off")
+    for ax, name in zip(axes.flat, names):
+        groups = {g: [v for v in values if v is not None and np.isfinite(v)] for g, values in panels[name].items()}
+        groups = {g: v for g, v in groups.items() if v}
+        if groups:
+            ax.boxplot(list(groups.values()), showmeans=True)
+            ax.set_xticks(range(1, len(groups) + 1))
+            ax.set_xticklabels([str(g) for g in groups], rotation=30, ha="right", fontsize=7)
+        ax.set_title(name, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title, fontsize=11)
+    return _png(fig)
