@@ -41,7 +41,7 @@ ACCEPT_CUES = ("sounds good", "sounds great", "sounds interesting", "i'll watch"
 REJECT_CUES = ("not interested", "don't like", "do not like", "didn't like", "did not like", "don't want",
                "do not want", "no thanks", "no thank you", "already seen", "already watched", "seen it",
                "seen that", "watched it", "something else", "another one", "anything else", "not really",
-               "not what i", "not that", "hate", "boring", "not a fan", "doesn't sound", "does not sound",
+               "not what i", "not quite", "what else", "something different", "not that", "hate", "boring", "not a fan", "doesn't sound", "does not sound",
                "not good", "wrong", "that's not", "that is not")
 
 

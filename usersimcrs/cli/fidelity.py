@@ -34,8 +34,10 @@ def handle(args: argparse.Namespace) -> int:
           f"seed {result.seed}")
     table = result.table()
     print(markdown_table(table.drop(columns=["note"]).assign(note=table["note"].fillna(""))), end="")
-    if result.n_human < 30:
-        print(f"note: only {result.n_human} human conversations: the CIs are wide")
+    smallest = min([result.n_human] + [r.n_simulated for r in result.rows if r.statistic == "discriminator_auc"])
+    if smallest < 30:
+        print(f"note: as few as {smallest} conversations on one side (human: {result.n_human}): the CIs are wide; "
+              "a distance's CI shows sampling noise, and even two samples of one source are apart by chance")
     for row in result.rows:
         if row.statistic == "discriminator_auc" and row.value is not None and row.ci_low is not None:
             verdict = ("cannot be told from humans (CI spans 0.5)" if row.ci_low <= 0.5 <= row.ci_high

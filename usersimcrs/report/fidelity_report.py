@@ -22,8 +22,10 @@ def add_fidelity_section(report: Report, result: "FidelityResult", features: pd.
                 f"({result.n_human} conversations). CIs: {result.ci_method}, {result.resamples} resamples, "
                 f"seed {result.seed}. KS 0 = same distribution, 1 = disjoint; Wasserstein in the feature's unit; "
                 "discriminator AUC 0.5 = simulated users cannot be told from humans.")
-    if result.n_human < 30:
-        report.text(f"Only {result.n_human} human conversations: every CI here is wide.", note=True)
+    smallest = min([result.n_human] + [r.n_simulated for r in result.rows if r.statistic == "discriminator_auc"])
+    if smallest < 30:
+        report.text(f"As few as {smallest} conversations on one side (human: {result.n_human}): every CI here is "
+                    "wide.", note=True)
     report.table("fidelity", table, caption="Distances between simulated and human conversations")
     disc = table[(table["statistic"] == "discriminator_auc") & table["value"].notna()]
     if not disc.empty:
