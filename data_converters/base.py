@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -159,7 +159,7 @@ class ConversionOutput:
     profiles: list[UserProfile] = field(default_factory=list)
     ratings: list[RatingRow] = field(default_factory=list)
     extra_files: dict[str, Any] = field(default_factory=dict)
-    jsonl_files: dict[str, list[BaseModel]] = field(default_factory=dict)
+    jsonl_files: dict[str, Sequence[BaseModel]] = field(default_factory=dict)
     cells: list[CellRun] = field(default_factory=list)
 
 

@@ -50,8 +50,10 @@ class CRSArenaDialConverter(Converter):
         vote_files = [p for p in inputs if p.suffix.lower() == ".csv"]
         other = [p for p in inputs if p not in dialogue_files and p not in vote_files]
         if len(dialogue_files) != 1 or len(vote_files) > 1 or other:
-            raise DataError("crsarena-dial: give one DialogueKit .json of conversations and at most one votes .csv "
-                            f"(got {', '.join(p.name for p in inputs)})")
+            raise DataError(
+                "crsarena-dial: give one DialogueKit .json of conversations and at most one votes .csv "
+                f"(got {', '.join(p.name for p in inputs)})"
+            )
         dialogues = self._dialogues(dialogue_files[0], report)
         output = ConversionOutput(dialogues=dialogues, cells=self._cells(dialogues))
         if vote_files:
@@ -69,19 +71,31 @@ class CRSArenaDialConverter(Converter):
             report.count_in("utterances", len(dialogue.utterances))
             counts = {"dialogues": 1, "utterances": len(dialogue.utterances)}
             if not _CRS_NAME.match(dialogue.agent_id) or "__" in dialogue.agent_id:
-                self.bad(report, where, f"agent.id {dialogue.agent_id!r} is not a usable CRS name",
-                         dialogue.conversation_id, counts)
+                self.bad(
+                    report,
+                    where,
+                    f"agent.id {dialogue.agent_id!r} is not a usable CRS name",
+                    dialogue.conversation_id,
+                    counts,
+                )
                 continue
             if dialogue.conversation_id in seen:
-                self.bad(report, where, f"repeated conversation ID {dialogue.conversation_id!r}",
-                         dialogue.conversation_id, counts)
+                self.bad(
+                    report,
+                    where,
+                    f"repeated conversation ID {dialogue.conversation_id!r}",
+                    dialogue.conversation_id,
+                    counts,
+                )
                 continue
             seen.add(dialogue.conversation_id)
             metadata = dict(dialogue.metadata)
             reference = human_reference(metadata.get("sentiment"))
             if reference is None:
-                report.warn("no_satisfaction_label",
-                            f"{where}: sentiment {metadata.get('sentiment')!r} is not satisfied/frustrated; no reference")
+                report.warn(
+                    "no_satisfaction_label",
+                    f"{where}: sentiment {metadata.get('sentiment')!r} is not satisfied/frustrated; no reference",
+                )
             else:
                 metadata["reference"] = reference
                 report.count_in(f"labelled_{reference['satisfaction_label']}")
@@ -96,8 +110,7 @@ class CRSArenaDialConverter(Converter):
         cells = []
         for crs in sorted(by_crs):
             part = [d.model_copy(update={"index": i}) for i, d in enumerate(by_crs[crs])]
-            manifest = {"config": {"simulator": {"type": SIMULATOR}, "crs": {"type": crs}, "seed": 0},
-                        "human": True}
+            manifest = {"config": {"simulator": {"type": SIMULATOR}, "crs": {"type": crs}, "seed": 0}, "human": True}
             cells.append(CellRun(simulator=SIMULATOR, crs=crs, dataset=DATASET, dialogues=part, manifest=manifest))
         return cells
 
@@ -107,7 +120,9 @@ class CRSArenaDialConverter(Converter):
             reader = csv.DictReader(handle)
             missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
-                raise DataError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(reader.fieldnames or [])})")
+                raise DataError(
+                    f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(reader.fieldnames or [])})"
+                )
             for line, row in enumerate(reader, start=2):
                 report.count_in("votes")
                 try:
@@ -127,8 +142,10 @@ class CRSArenaDialConverter(Converter):
         unmatched = len(votes) - report.counts_out.get("votes_both_conversations", 0)
         if unmatched:
             report.written_in_part(
-                "votes with both conversations", len(votes), report.counts_out.get("votes_both_conversations", 0),
-                "every vote is kept in votes.jsonl; these counts say how many of its two conversations are in the input",
+                "votes with both conversations",
+                len(votes),
+                report.counts_out.get("votes_both_conversations", 0),
+                "every vote is kept in votes.jsonl; the counts say how many of its two conversations are in the input",
                 both=report.counts_out.get("votes_both_conversations", 0),
                 one=report.counts_out.get("votes_one_conversation", 0),
                 none=report.counts_out.get("votes_no_conversation", 0),

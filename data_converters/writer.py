@@ -18,6 +18,7 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import Sequence
 
 import yaml
 
@@ -127,15 +128,18 @@ def _write_cells(out: Path, cells: list[CellRun], dataset: str) -> list[str]:
         "name": dataset, "source": "convert", "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "axes": axes,
         "cells": [{"name": c.name, "simulator": c.simulator, "crs": c.crs, "dataset": c.dataset,
-                   "run_dir": f"{CELLS_DIR}/{c.name}", "status": f"completed ({sum(d.status == 'ok' for d in c.dialogues)} ok, "
-                             f"{sum(d.status == 'failed' for d in c.dialogues)} failed)"}
-                  for c in cells],
+                   "run_dir": f"{CELLS_DIR}/{c.name}", "status": _cell_status(c)} for c in cells],
     }
     (out / MATRIX_INDEX).write_text(json.dumps(index, indent=1), encoding="utf-8")
     return files + [MATRIX_INDEX]
 
 
-def _write_jsonl(path: Path, records: list) -> None:
+def _cell_status(cell: CellRun) -> str:
+    ok = sum(d.status == "ok" for d in cell.dialogues)
+    return f"completed ({ok} ok, {len(cell.dialogues) - ok} failed)"
+
+
+def _write_jsonl(path: Path, records: Sequence) -> None:
     path.unlink(missing_ok=True)
     with JsonlWriter(path) as writer:
         for record in records:

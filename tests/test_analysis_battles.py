@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from usersimcrs.analysis.battles import Battle, bradley_terry, components, elo, rank_systems
+from usersimcrs.analysis.battles import (
+    Battle,
+    bradley_terry,
+    components,
+    elo,
+    rank_systems,
+)
 
 
 def _battles(spec):
@@ -34,7 +40,9 @@ def test_three_systems_known_strengths():
 def test_ties_count_as_half_wins():
     # B-C: 1 win for B and 2 ties = 2 : 1 in half wins, the same as 2 wins to 1 above
     with_ties = [("A", "B", 2, 1, 0), ("B", "C", 1, 0, 2), ("A", "C", 4, 1, 0)]
-    assert bradley_terry(_battles(with_ties), alpha=0.0) == pytest.approx(bradley_terry(_battles(KNOWN), alpha=0.0), abs=1e-4)
+    assert bradley_terry(_battles(with_ties), alpha=0.0) == pytest.approx(
+        bradley_terry(_battles(KNOWN), alpha=0.0), abs=1e-4
+    )
     only_ties = bradley_terry(_battles([("A", "B", 0, 0, 3)]), alpha=0.0)
     assert only_ties["A"] == pytest.approx(only_ties["B"], abs=1e-9)
 
@@ -42,7 +50,7 @@ def test_ties_count_as_half_wins():
 def test_cycle_is_a_three_way_tie_and_reversal_flips_order():
     cycle = bradley_terry(_battles([("A", "B", 2, 1, 0), ("B", "C", 2, 1, 0), ("C", "A", 2, 1, 0)]), alpha=0.0)
     assert max(cycle.values()) - min(cycle.values()) == pytest.approx(0.0, abs=1e-6)
-    reversed_ = bradley_terry(_battles([(b, a, w, l, t) for a, b, w, l, t in KNOWN]), alpha=0.0)
+    reversed_ = bradley_terry(_battles([(b, a, wins, losses, ties) for a, b, wins, losses, ties in KNOWN]), alpha=0.0)
     assert sorted(reversed_, key=reversed_.get, reverse=True) == ["C", "B", "A"]
 
 

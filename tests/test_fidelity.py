@@ -20,8 +20,10 @@ from usersimcrs.core.dialogue import Dialogue, DialogueAct, Utterance
 from usersimcrs.core.jsonl import JsonlWriter, read_models
 from usersimcrs.pipeline.fidelity import CSV_COLUMNS, fidelity
 
-VOCAB = ("movie film comedy drama action like love watch seen great good bad old new funny scary something "
-         "else please recommend another one that this").split()
+VOCAB = (
+    "movie film comedy drama action like love watch seen great good bad old new funny scary something "
+    "else please recommend another one that this"
+).split()
 
 
 def _write(folder, dialogues):
@@ -87,7 +89,9 @@ def test_halves_of_one_corpus_are_close(tmp_path):
     assert 0.35 < disc.value < 0.65 and disc.ci_low <= 0.5 <= disc.ci_high
     table = pd.read_csv(tmp_path / "out" / "fidelity.csv")
     assert list(table.columns[: len(CSV_COLUMNS)]) == CSV_COLUMNS
-    assert (tmp_path / "out" / "report.html").exists() and (tmp_path / "out" / "plots" / "feature_distributions.png").exists()
+    assert (tmp_path / "out" / "report.html").exists() and (
+        tmp_path / "out" / "plots" / "feature_distributions.png"
+    ).exists()
 
 
 def test_degenerate_simulator_is_told_apart(tmp_path, capsys):
@@ -114,8 +118,21 @@ def test_degenerate_simulator_is_told_apart(tmp_path, capsys):
 def test_agenda_run_halves(tmp_path):
     """The offline agenda simulator against itself (two halves of one run): no clear separation."""
     run = tmp_path / "agenda"
-    assert main(["run", str(PROJECT_ROOT / "configs" / "agenda_retrieval.yaml"), "--output", str(run), "--set", "conversations=80",
-                 "--set", "concurrency=2"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                str(PROJECT_ROOT / "configs" / "agenda_retrieval.yaml"),
+                "--output",
+                str(run),
+                "--set",
+                "conversations=80",
+                "--set",
+                "concurrency=2",
+            ]
+        )
+        == 0
+    )
     dialogues = read_models(run / "dialogues.jsonl", Dialogue)
     first = _write(tmp_path / "first", dialogues[::2])
     second = _write(tmp_path / "second", dialogues[1::2])

@@ -41,8 +41,11 @@ def test_conversation_stats_rows_and_ci():
     assert noisy.ci_low < noisy.value < noisy.ci_high
     assert any("chance" in c for c in noisy.caveats())
     ordinal = conversation_stats("s", [1, 2, 3, 4, 5], [1, 2, 3, 4, 5], resamples=100)
-    assert {r.statistic: r.value for r in ordinal} == {"spearman": pytest.approx(1.0), "kendall_tau_b": pytest.approx(1.0),
-                                                      "qwk": pytest.approx(1.0)}
+    assert {r.statistic: r.value for r in ordinal} == {
+        "spearman": pytest.approx(1.0),
+        "kendall_tau_b": pytest.approx(1.0),
+        "qwk": pytest.approx(1.0),
+    }
     reversed_ = conversation_stats("s", [5, 4, 3, 2, 1], [1, 2, 3, 4, 5], resamples=100)
     assert {r.statistic: r.value for r in reversed_}["kendall_tau_b"] == pytest.approx(-1.0)
     # a 0-10 score against a 1-5 rating: no kappa (scales differ)
@@ -71,7 +74,9 @@ def _system_table(means, reference_share, n=10, seed=0):
     for system, mean in means.items():
         share = reference_share[system]
         for i in range(n):
-            rows.append({"system": system, "reference": float(i < round(share * n)), "score": mean + rng.normal(0, 0.01)})
+            rows.append(
+                {"system": system, "reference": float(i < round(share * n)), "score": mean + rng.normal(0, 0.01)}
+            )
     return pd.DataFrame(rows)
 
 
@@ -90,8 +95,12 @@ def test_system_tau_identical_and_reversed():
 
 
 def test_system_level_with_battles():
-    battles = ([Battle(system_a="a", system_b="b", outcome="a")] * 5 + [Battle(system_a="b", system_b="c", outcome="a")] * 5
-               + [Battle(system_a="a", system_b="c", outcome="tie")] * 1 + [Battle(system_a="a", system_b="c", outcome="a")] * 4)
+    battles = (
+        [Battle(system_a="a", system_b="b", outcome="a")] * 5
+        + [Battle(system_a="b", system_b="c", outcome="a")] * 5
+        + [Battle(system_a="a", system_b="c", outcome="tie")] * 1
+        + [Battle(system_a="a", system_b="c", outcome="a")] * 4
+    )
     table = _system_table({"a": 3, "b": 2, "c": 1}, {"a": 0.1, "b": 0.5, "c": 0.9})  # labels disagree on purpose
     rows, _, human = system_stats("score", table, battles=battles, resamples=100, seed=0)
     assert human["a"] > human["b"] > human["c"]
@@ -123,8 +132,16 @@ def test_pipeline_on_a_run_with_judge_scores(tmp_path):
         satisfied = i % 2
         crs = "crs_a" if i < 20 else "crs_b"
         dialogues.append(_dialogue(f"c{i}", crs, 6 if satisfied else 2, satisfied))
-        judgments.append({"conversation_id": f"c{i}", "judge": "quality", "name": "overall", "value": 1 + 4 * (1 - satisfied),
-                          "scale": [1, 5], "status": "ok"})
+        judgments.append(
+            {
+                "conversation_id": f"c{i}",
+                "judge": "quality",
+                "name": "overall",
+                "value": 1 + 4 * (1 - satisfied),
+                "scale": [1, 5],
+                "status": "ok",
+            }
+        )
     _write_run(tmp_path / "run", dialogues, judgments)
     result = meta_eval(tmp_path / "run", ["utterances", "quality:overall"], tmp_path / "out", resamples=100)
     conv = {r.score: r.value for r in result.rows if r.level == "conversation"}
@@ -155,12 +172,26 @@ def test_pipeline_errors_are_one_line(tmp_path, capsys):
 def test_real_slice_cli(shared_data, tmp_path, capsys):
     raw = shared_data / "raw" / "crsarena_dial"
     corpus = tmp_path / "arena"
-    assert main(["convert", "crsarena-dial", "--input", str(raw / "crs_arena_dial_open_first2_per_crs.json"),
-                 str(raw / "votes_open_first25.csv"), "--output", str(corpus)]) == 0
+    assert (
+        main(
+            [
+                "convert",
+                "crsarena-dial",
+                "--input",
+                str(raw / "crs_arena_dial_open_first2_per_crs.json"),
+                str(raw / "votes_open_first25.csv"),
+                "--output",
+                str(corpus),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     out = tmp_path / "me"
-    assert main(["meta-eval", str(corpus), "--scores", "satisfaction,turns", "--output", str(out),
-                 "--resamples", "200"]) == 0
+    assert (
+        main(["meta-eval", str(corpus), "--scores", "satisfaction,turns", "--output", str(out), "--resamples", "200"])
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "| satisfaction | conversation | auc |" in printed and "| turns | system | kendall_tau_b |" in printed
     assert "CIs are wide" in printed  # 18 conversations: the output must say so

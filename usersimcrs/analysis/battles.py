@@ -88,7 +88,9 @@ def _pairs(battles: Sequence[Battle], index: dict[str, int]) -> list[tuple[int, 
     return pairs
 
 
-def bradley_terry(battles: Sequence[Battle], *, alpha: float = DEFAULT_ALPHA, systems: Sequence[str] | None = None) -> dict[str, float]:
+def bradley_terry(
+    battles: Sequence[Battle], *, alpha: float = DEFAULT_ALPHA, systems: Sequence[str] | None = None
+) -> dict[str, float]:
     """BT log-strengths (centred) of the systems in `battles` (or of `systems`; unseen ones get 0)."""
     import choix
 
@@ -185,5 +187,12 @@ def rank_systems(
             low, high = (float(v) for v in np.nanpercentile(values, [tail, 100 - tail]))
         rows.append(SystemStrength(system=name, score=score, ci_low=low, ci_high=high, elo=elos[name], **records[name]))
     rows.sort(key=lambda s: (-s.score, s.system))
-    return BattleRanking(systems=rows, n_battles=len(battles), components=components(battles), alpha=alpha,
-                         resamples=resamples, seed=seed, confidence=confidence)
+    return BattleRanking(
+        systems=rows,
+        n_battles=len(battles),
+        components=components(battles),
+        alpha=alpha,
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+    )

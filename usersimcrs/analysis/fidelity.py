@@ -26,23 +26,106 @@ from pydantic import BaseModel
 
 from usersimcrs.core.dialogue import USER, Dialogue
 
-NUMERIC_FEATURES = ["utterances", "user_words", "distinct_1", "distinct_2", "question_share", "reject_share",
-                    "accept_share"]
+NUMERIC_FEATURES = [
+    "utterances",
+    "user_words",
+    "distinct_1",
+    "distinct_2",
+    "question_share",
+    "reject_share",
+    "accept_share",
+]
 ACTS = "user_dialogue_acts"
 MIN_ACTS = 5
 
 _WORD = re.compile(r"[a-z0-9']+")
-QUESTION_STARTS = ("what", "which", "who", "whom", "whose", "where", "when", "why", "how", "can", "could", "would",
-                   "will", "do", "does", "did", "is", "are", "was", "were", "have", "has", "any", "should")
-ACCEPT_CUES = ("sounds good", "sounds great", "sounds interesting", "i'll watch", "i will watch", "i'll check",
-               "i will check", "will check it out", "i'll take", "i'll try", "i like it", "i love it", "i like that",
-               "that's great", "that is great", "great choice", "good choice", "perfect", "i'd like to watch",
-               "i want to watch", "i'll go with", "i have not seen", "haven't seen it", "thank you", "thanks")
-REJECT_CUES = ("not interested", "don't like", "do not like", "didn't like", "did not like", "don't want",
-               "do not want", "no thanks", "no thank you", "already seen", "already watched", "seen it",
-               "seen that", "watched it", "something else", "another one", "anything else", "not really",
-               "not what i", "not quite", "what else", "something different", "not that", "hate", "boring", "not a fan", "doesn't sound", "does not sound",
-               "not good", "wrong", "that's not", "that is not")
+QUESTION_STARTS = (
+    "what",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "where",
+    "when",
+    "why",
+    "how",
+    "can",
+    "could",
+    "would",
+    "will",
+    "do",
+    "does",
+    "did",
+    "is",
+    "are",
+    "was",
+    "were",
+    "have",
+    "has",
+    "any",
+    "should",
+)
+ACCEPT_CUES = (
+    "sounds good",
+    "sounds great",
+    "sounds interesting",
+    "i'll watch",
+    "i will watch",
+    "i'll check",
+    "i will check",
+    "will check it out",
+    "i'll take",
+    "i'll try",
+    "i like it",
+    "i love it",
+    "i like that",
+    "that's great",
+    "that is great",
+    "great choice",
+    "good choice",
+    "perfect",
+    "i'd like to watch",
+    "i want to watch",
+    "i'll go with",
+    "i have not seen",
+    "haven't seen it",
+    "thank you",
+    "thanks",
+)
+REJECT_CUES = (
+    "not interested",
+    "don't like",
+    "do not like",
+    "didn't like",
+    "did not like",
+    "don't want",
+    "do not want",
+    "no thanks",
+    "no thank you",
+    "already seen",
+    "already watched",
+    "seen it",
+    "seen that",
+    "watched it",
+    "something else",
+    "another one",
+    "anything else",
+    "not really",
+    "not what i",
+    "not quite",
+    "what else",
+    "something different",
+    "not that",
+    "hate",
+    "boring",
+    "not a fan",
+    "doesn't sound",
+    "does not sound",
+    "not good",
+    "wrong",
+    "that's not",
+    "that is not",
+)
 
 
 def words(text: str) -> list[str]:
@@ -70,7 +153,7 @@ def is_reject(text: str) -> bool:
 
 def distinct_n(token_lists: Sequence[Sequence[str]], n: int) -> float | None:
     """Distinct n-grams / all n-grams over the given utterances (None without any n-gram)."""
-    grams = [tuple(tokens[i:i + n]) for tokens in token_lists for i in range(len(tokens) - n + 1)]
+    grams = [tuple(tokens[i : i + n]) for tokens in token_lists for i in range(len(tokens) - n + 1)]
     return len(set(grams)) / len(grams) if grams else None
 
 
@@ -147,7 +230,9 @@ def js_divergence(a: Counter[str], b: Counter[str]) -> float | None:
     return float(jensenshannon(p / p.sum(), q / q.sum(), base=2) ** 2)
 
 
-def _two_sample_ci(statistic, a: Sequence, b: Sequence, *, resamples: int, seed: int) -> tuple[float | None, float | None]:
+def _two_sample_ci(
+    statistic, a: Sequence, b: Sequence, *, resamples: int, seed: int
+) -> tuple[float | None, float | None]:
     """Percentile CI (95%) of statistic(a*, b*) with each side resampled independently (seeded)."""
     if resamples <= 0 or len(a) < 2 or len(b) < 2:
         return None, None
@@ -172,16 +257,45 @@ def feature_distances(
     rows = []
     for j, feature in enumerate(NUMERIC_FEATURES):
         a, b = _clean(simulated[feature].tolist()), _clean(human[feature].tolist())
-        means = {"simulated_mean": float(a.mean()) if a.size else None, "human_mean": float(b.mean()) if b.size else None}
+        sim_mean = float(a.mean()) if a.size else None
+        human_mean = float(b.mean()) if b.size else None
         for k, (name, fn) in enumerate((("ks", ks_statistic), ("wasserstein", wasserstein))):
             if a.size == 0 or b.size == 0:
-                rows.append(FidelityRow(simulator=simulator, feature=feature, statistic=name, value=None,
-                                        n_simulated=int(a.size), n_human=int(b.size), note="no values on one side", **means))
+                rows.append(
+                    FidelityRow(
+                        simulator=simulator,
+                        feature=feature,
+                        statistic=name,
+                        value=None,
+                        n_simulated=int(a.size),
+                        n_human=int(b.size),
+                        note="no values on one side",
+                        simulated_mean=sim_mean,
+                        human_mean=human_mean,
+                    )
+                )
                 continue
-            low, high = _two_sample_ci(lambda x, y: fn(np.asarray(x), np.asarray(y)), list(a), list(b),
-                                       resamples=resamples, seed=seed + 10 * j + k)
-            rows.append(FidelityRow(simulator=simulator, feature=feature, statistic=name, value=fn(a, b), ci_low=low,
-                                    ci_high=high, n_simulated=int(a.size), n_human=int(b.size), **means))
+            low, high = _two_sample_ci(
+                lambda x, y, fn=fn: fn(np.asarray(x), np.asarray(y)),
+                list(a),
+                list(b),
+                resamples=resamples,
+                seed=seed + 10 * j + k,
+            )
+            rows.append(
+                FidelityRow(
+                    simulator=simulator,
+                    feature=feature,
+                    statistic=name,
+                    value=fn(a, b),
+                    ci_low=low,
+                    ci_high=high,
+                    n_simulated=int(a.size),
+                    n_human=int(b.size),
+                    simulated_mean=sim_mean,
+                    human_mean=human_mean,
+                )
+            )
     return rows
 
 
@@ -190,21 +304,39 @@ def act_distance(
 ) -> FidelityRow:
     """JS divergence of the user intent distributions; not checked unless both sides are annotated."""
     a, b = user_intents(simulated), user_intents(human)
-    base = {"simulator": simulator, "feature": ACTS, "statistic": "js_divergence", "n_simulated": len(simulated),
-            "n_human": len(human)}
+
+    def row(value: float | None, low: float | None = None, high: float | None = None, note: str | None = None):
+        return FidelityRow(
+            simulator=simulator,
+            feature=ACTS,
+            statistic="js_divergence",
+            value=value,
+            ci_low=low,
+            ci_high=high,
+            n_simulated=len(simulated),
+            n_human=len(human),
+            note=note,
+        )
+
     if sum(a.values()) < MIN_ACTS or sum(b.values()) < MIN_ACTS:
         side = "simulated" if sum(a.values()) < MIN_ACTS else "human"
-        return FidelityRow(**base, value=None, note=f"not checked: the {side} conversations carry fewer than "
-                           f"{MIN_ACTS} user dialogue acts")
+        return row(None, note=f"not checked: the {side} conversations carry fewer than {MIN_ACTS} user dialogue acts")
     per_a = [user_intents([d]) for d in simulated]
     per_b = [user_intents([d]) for d in human]
-    low, high = _two_sample_ci(lambda x, y: js_divergence(sum(x, Counter()), sum(y, Counter())), per_a, per_b,
-                               resamples=resamples, seed=seed)
-    return FidelityRow(**base, value=js_divergence(a, b), ci_low=low, ci_high=high)
+    low, high = _two_sample_ci(
+        lambda x, y: js_divergence(sum(x, Counter()), sum(y, Counter())), per_a, per_b, resamples=resamples, seed=seed
+    )
+    return row(js_divergence(a, b), low, high)
 
 
 def discriminator_auc(
-    simulator: str, simulated: pd.DataFrame, human: pd.DataFrame, *, seed: int = 0, folds: int = 5, resamples: int = 1000
+    simulator: str,
+    simulated: pd.DataFrame,
+    human: pd.DataFrame,
+    *,
+    seed: int = 0,
+    folds: int = 5,
+    resamples: int = 1000,
 ) -> FidelityRow:
     """Cross-validated ROC AUC of a logistic regression telling simulated (1) from human (0) conversations.
 
@@ -220,11 +352,23 @@ def discriminator_auc(
 
     x = pd.concat([simulated[NUMERIC_FEATURES], human[NUMERIC_FEATURES]], ignore_index=True).astype(float)
     y = np.asarray([1] * len(simulated) + [0] * len(human))
-    base = {"simulator": simulator, "feature": "all", "statistic": "discriminator_auc", "n_simulated": len(simulated),
-            "n_human": len(human)}
+
+    def row(value: float | None, low: float | None = None, high: float | None = None, note: str | None = None):
+        return FidelityRow(
+            simulator=simulator,
+            feature="all",
+            statistic="discriminator_auc",
+            value=value,
+            ci_low=low,
+            ci_high=high,
+            n_simulated=len(simulated),
+            n_human=len(human),
+            note=note,
+        )
+
     k = min(folds, len(simulated), len(human))
     if k < 2:
-        return FidelityRow(**base, value=None, note="needs at least 2 conversations on each side")
+        return row(None, note="needs at least 2 conversations on each side")
     x = x.loc[:, x.notna().any()]
     model = make_pipeline(SimpleImputer(strategy="median"), StandardScaler(), LogisticRegression(max_iter=1000))
     splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
@@ -236,6 +380,20 @@ def discriminator_auc(
         idx = rng.integers(0, len(y), size=len(y))
         if len(set(y[idx])) == 2:
             draws.append(roc_auc_score(y[idx], proba[idx]))
-    low, high = (float(v) for v in np.quantile(draws, [0.025, 0.975])) if draws else (None, None)
-    return FidelityRow(**base, value=value, ci_low=low, ci_high=high,
-                       note=f"logistic regression, {k}-fold stratified CV, seed {seed}")
+    low, high = (float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))) if draws else (None, None)
+    return row(value, low, high, note=f"logistic regression, {k}-fold stratified CV, seed {seed}")
+
+
+def discriminator_verdict(row: FidelityRow) -> str:
+    """One line on what a discriminator AUC and its CI say (or why there is none)."""
+    if row.value is None:
+        return f"discriminator not run ({row.note})"
+    figure = f"discriminator AUC {row.value:.3f}"
+    if row.ci_low is None or row.ci_high is None:
+        return f"{figure} (no CI), n {row.n_simulated} simulated / {row.n_human} human"
+    figure += f" [{row.ci_low:.3f}, {row.ci_high:.3f}], n {row.n_simulated} simulated / {row.n_human} human"
+    if row.ci_low <= 0.5 <= row.ci_high:
+        return f"simulated users cannot be told from humans by these features (CI spans 0.5); {figure}"
+    if row.ci_low > 0.5:
+        return f"simulated users are told apart from humans; {figure}"
+    return f"below 0.5: a cross-validation artefact of small samples, not 'more human than humans'; {figure}"

@@ -21,9 +21,14 @@ from typing import Callable, Literal, Sequence
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from pydantic import BaseModel
 
-from usersimcrs.analysis.agreement import kendall_tau_b, quadratic_weighted_kappa, spearman
+from usersimcrs.analysis.agreement import (
+    kendall_tau_b,
+    quadratic_weighted_kappa,
+    spearman,
+)
 from usersimcrs.analysis.battles import DEFAULT_ALPHA, Battle, bradley_terry
 
 Level = Literal["conversation", "system"]
@@ -54,7 +59,12 @@ class StatRow(BaseModel):
         if self.n < small:
             out.append(f"n = {self.n} < {small}: the CI is wide")
         chance = CHANCE.get(self.statistic)
-        if chance is not None and self.ci_low is not None and self.ci_high is not None and self.ci_low <= chance <= self.ci_high:
+        if (
+            chance is not None
+            and self.ci_low is not None
+            and self.ci_high is not None
+            and self.ci_low <= chance <= self.ci_high
+        ):
             out.append(f"CI spans the chance value {chance:g}")
         return out
 
@@ -63,7 +73,7 @@ def _finite(value: float | None) -> float | None:
     return float(value) if value is not None and np.isfinite(value) else None
 
 
-def auc(scores: Sequence[float], labels: Sequence[float]) -> float | None:
+def auc(scores: ArrayLike, labels: ArrayLike) -> float | None:
     """ROC AUC of `scores` for binary `labels` (1 = positive); None with fewer than one of each class."""
     from sklearn.metrics import roc_auc_score
 
@@ -79,7 +89,7 @@ def label_kind(values: Sequence[float]) -> Literal["binary", "ordinal"]:
     return "binary" if present and present <= {0.0, 1.0} else "ordinal"
 
 
-def same_integer_scale(a: Sequence[float], b: Sequence[float]) -> bool:
+def same_integer_scale(a: ArrayLike, b: ArrayLike) -> bool:
     """True when both sides are integers and the score stays within the reference's observed range."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.size == 0 or y.size == 0 or not (np.all(x == np.rint(x)) and np.all(y == np.rint(y))):
@@ -115,8 +125,12 @@ def _percentile_ci(draws: Sequence[float | None], confidence: float = 0.95) -> t
 
 
 def paired_bootstrap(
-    statistic: Callable[[np.ndarray, np.ndarray], float | None], x: np.ndarray, y: np.ndarray, *,
-    resamples: int, seed: int,
+    statistic: Callable[[np.ndarray, np.ndarray], float | None],
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    resamples: int,
+    seed: int,
 ) -> tuple[float | None, float | None]:
     """Percentile CI of statistic(x, y) over resampled pairs (seeded)."""
     if resamples <= 0 or x.size < 2:
@@ -134,11 +148,19 @@ def _correlation(fn: Callable) -> Callable[[np.ndarray, np.ndarray], float | Non
 
 
 def conversation_stats(
-    name: str, scores: Sequence[float | None], reference: Sequence[float | None], *, resamples: int = 1000, seed: int = 0
+    name: str,
+    scores: Sequence[float | None],
+    reference: Sequence[float | None],
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
 ) -> list[StatRow]:
     """AUC (binary reference) or Spearman, Kendall tau-b and QWK (ordinal) with bootstrap CIs."""
-    pairs = [(float(s), float(r)) for s, r in zip(scores, reference)
-             if s is not None and r is not None and np.isfinite(s) and np.isfinite(r)]
+    pairs = [
+        (float(s), float(r))
+        for s, r in zip(scores, reference, strict=True)
+        if s is not None and r is not None and np.isfinite(s) and np.isfinite(r)
+    ]
     x = np.asarray([p[0] for p in pairs], dtype=float)
     y = np.asarray([p[1] for p in pairs], dtype=float)
     n = int(x.size)
@@ -153,12 +175,24 @@ def conversation_stats(
     rows = []
     for i, (statistic, fn) in enumerate(statistics.items()):
         value = fn(x, y) if n >= 2 else None
-        low, high = paired_bootstrap(fn, x, y, resamples=resamples, seed=seed + i) if value is not None else (None, None)
+        low, high = (
+            paired_bootstrap(fn, x, y, resamples=resamples, seed=seed + i) if value is not None else (None, None)
+        )
         note = None
         if value is None:
-            note = ("needs both classes in the reference" if kind == "binary" else "needs two pairs with varying values")
-        rows.append(StatRow(score=name, level="conversation", statistic=statistic, value=value, ci_low=low,
-                            ci_high=high, n=n, note=note))
+            note = "needs both classes in the reference" if kind == "binary" else "needs two pairs with varying values"
+        rows.append(
+            StatRow(
+                score=name,
+                level="conversation",
+                statistic=statistic,
+                value=value,
+                ci_low=low,
+                ci_high=high,
+                n=n,
+                note=note,
+            )
+        )
     return rows
 
 
@@ -173,11 +207,16 @@ def _system_figures(score: dict[str, float], human: dict[str, float]) -> dict[st
     systems = sorted(set(score) & set(human))
     a = [score[s] for s in systems]
     b = [human[s] for s in systems]
-    return {"kendall_tau_b": _finite(kendall_tau_b(a, b)), "spearman": _finite(spearman(a, b)),
-            "pairwise_accuracy": pairwise_accuracy(score, human)}
+    return {
+        "kendall_tau_b": _finite(kendall_tau_b(a, b)),
+        "spearman": _finite(spearman(a, b)),
+        "pairwise_accuracy": pairwise_accuracy(score, human),
+    }
 
 
-def human_system_scores(table: pd.DataFrame, battles: Sequence[Battle] | None, *, alpha: float = DEFAULT_ALPHA) -> dict[str, float]:
+def human_system_scores(
+    table: pd.DataFrame, battles: Sequence[Battle] | None, *, alpha: float = DEFAULT_ALPHA
+) -> dict[str, float]:
     """The human side per system: BT strengths from the battles, else the mean reference."""
     if battles:
         return bradley_terry(list(battles), alpha=alpha)
@@ -193,7 +232,12 @@ def _resample_within(table: pd.DataFrame, rng: np.random.Generator) -> pd.DataFr
 
 
 def system_stats(
-    name: str, table: pd.DataFrame, *, battles: Sequence[Battle] | None = None, resamples: int = 1000, seed: int = 0,
+    name: str,
+    table: pd.DataFrame,
+    *,
+    battles: Sequence[Battle] | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
     alpha: float = DEFAULT_ALPHA,
 ) -> tuple[list[StatRow], dict[str, float], dict[str, float]]:
     """System-level agreement of the score's ranking with the human ranking, with bootstrap CIs.
@@ -212,16 +256,31 @@ def system_stats(
     if n >= 2 and resamples > 0:
         for _ in range(resamples):
             sample = _resample_within(data, rng)
-            sample_battles = ([battle_list[i] for i in rng.integers(0, len(battle_list), size=len(battle_list))]
-                              if battle_list else None)
-            figures = _system_figures(system_means(sample, "score"), human_system_scores(sample, sample_battles, alpha=alpha))
+            sample_battles = (
+                [battle_list[i] for i in rng.integers(0, len(battle_list), size=len(battle_list))]
+                if battle_list
+                else None
+            )
+            figures = _system_figures(
+                system_means(sample, "score"), human_system_scores(sample, sample_battles, alpha=alpha)
+            )
             for key, value in figures.items():
                 draws[key].append(value)
     rows = []
     for statistic, value in point.items():
         low, high = _percentile_ci(draws[statistic]) if value is not None and draws[statistic] else (None, None)
-        note = None if value is not None else ("needs two systems with both a score and a human score" if n < 2
-                                               else "undefined (all systems tied on one side)")
-        rows.append(StatRow(score=name, level="system", statistic=statistic, value=value, ci_low=low, ci_high=high,
-                            n=n, note=note))
+        note = (
+            None
+            if value is not None
+            else (
+                "needs two systems with both a score and a human score"
+                if n < 2
+                else "undefined (all systems tied on one side)"
+            )
+        )
+        rows.append(
+            StatRow(
+                score=name, level="system", statistic=statistic, value=value, ci_low=low, ci_high=high, n=n, note=note
+            )
+        )
     return rows, score, human

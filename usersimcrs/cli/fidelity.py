@@ -7,7 +7,8 @@ import argparse
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "fidelity", help="compare simulated conversations with human ones (feature distances, discriminator AUC)",
+        "fidelity",
+        help="compare simulated conversations with human ones (feature distances, discriminator AUC)",
         description="Per simulated run (or matrix cell): KS and Wasserstein distances of conversation features, "
         "Jensen-Shannon divergence of user dialogue acts, and a cross-validated discriminator AUC, with bootstrap "
         "CIs. See docs/meta-evaluation.md.",
@@ -24,25 +25,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from usersimcrs.analysis.fidelity import discriminator_verdict
     from usersimcrs.pipeline.fidelity import fidelity
     from usersimcrs.report.tables import markdown_table
 
     output = args.output or str(Path(args.simulated) / "fidelity")
-    result = fidelity(args.simulated, args.human, output, seed=args.seed, resamples=args.resamples,
-                      report=not args.no_report)
-    print(f"human: {result.n_human} conversations; CIs: {result.ci_method}, {result.resamples} resamples, "
-          f"seed {result.seed}")
+    result = fidelity(
+        args.simulated, args.human, output, seed=args.seed, resamples=args.resamples, report=not args.no_report
+    )
+    print(
+        f"human: {result.n_human} conversations; CIs: {result.ci_method}, {result.resamples} resamples, "
+        f"seed {result.seed}"
+    )
     table = result.table()
     print(markdown_table(table.drop(columns=["note"]).assign(note=table["note"].fillna(""))), end="")
     smallest = min([result.n_human] + [r.n_simulated for r in result.rows if r.statistic == "discriminator_auc"])
     if smallest < 30:
-        print(f"note: as few as {smallest} conversations on one side (human: {result.n_human}): the CIs are wide; "
-              "a distance's CI shows sampling noise, and even two samples of one source are apart by chance")
+        print(
+            f"note: as few as {smallest} conversations on one side (human: {result.n_human}): the CIs are wide; "
+            "a distance's CI shows sampling noise, and even two samples of one source are apart by chance"
+        )
     for row in result.rows:
-        if row.statistic == "discriminator_auc" and row.value is not None and row.ci_low is not None:
-            verdict = ("cannot be told from humans (CI spans 0.5)" if row.ci_low <= 0.5 <= row.ci_high
-                       else "are told apart from humans" if row.ci_low > 0.5 else "are told apart (below 0.5: check)")
-            print(f"{row.simulator}: simulated users {verdict}; discriminator AUC {row.value:.3f} "
-                  f"[{row.ci_low:.3f}, {row.ci_high:.3f}], n {row.n_simulated} simulated / {row.n_human} human")
+        if row.statistic == "discriminator_auc":
+            print(f"{row.simulator}: {discriminator_verdict(row)}")
     print(f"written: {', '.join(str(Path(output) / f) for f in result.files)}")
     return 0

@@ -62,9 +62,14 @@ def vote_from_row(row: dict[str, str], vote_id: str) -> VoteRecord:
     else:
         raise DataError(f"vote {vote!r} is neither crs1 ({crs_a}), crs2 ({crs_b}) nor 'tie'")
     return VoteRecord(
-        vote_id=vote_id, user_id=user, crs_a=crs_a, crs_b=crs_b, outcome=outcome,
+        vote_id=vote_id,
+        user_id=user,
+        crs_a=crs_a,
+        crs_b=crs_b,
+        outcome=outcome,
         winner=None if outcome == "tie" else vote,
-        conversation_a=arena_conversation_id(crs_a, user), conversation_b=arena_conversation_id(crs_b, user),
+        conversation_a=arena_conversation_id(crs_a, user),
+        conversation_b=arena_conversation_id(crs_b, user),
         session_id=(row.get("session_id") or "").strip() or None,
         feedback=(row.get("feedback") or "").strip() or None,
     )

@@ -25,8 +25,18 @@ from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.errors import DataError, UserError
 from usersimcrs.pipeline.sources import load_sources
 
-CSV_COLUMNS = ["simulator", "feature", "statistic", "value", "ci_low", "ci_high", "n_simulated", "n_human",
-               "simulated_mean", "human_mean"]
+CSV_COLUMNS = [
+    "simulator",
+    "feature",
+    "statistic",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n_simulated",
+    "n_human",
+    "simulated_mean",
+    "human_mean",
+]
 FIDELITY_CSV = "fidelity.csv"
 FEATURES_CSV = "fidelity_features.csv"
 HUMAN = "human"
@@ -61,7 +71,12 @@ def _completed(dialogues: list[Dialogue]) -> list[Dialogue]:
 
 
 def fidelity(
-    simulated: str | Path, human: str | Path, output: str | Path | None = None, *, seed: int = 0, resamples: int = 1000,
+    simulated: str | Path,
+    human: str | Path,
+    output: str | Path | None = None,
+    *,
+    seed: int = 0,
+    resamples: int = 1000,
     report: bool = True,
 ) -> FidelityResult:
     """Distances between each simulated run and the human conversations, and the discriminator AUC."""
@@ -78,8 +93,17 @@ def fidelity(
         dialogues = _completed(source.run.dialogues)
         name = source.name if source.name != HUMAN else f"{HUMAN}_simulated"
         if not dialogues:
-            rows.append(FidelityRow(simulator=name, feature="all", statistic="discriminator_auc", value=None,
-                                    n_simulated=0, n_human=len(human_dialogues), note="no completed conversations"))
+            rows.append(
+                FidelityRow(
+                    simulator=name,
+                    feature="all",
+                    statistic="discriminator_auc",
+                    value=None,
+                    n_simulated=0,
+                    n_human=len(human_dialogues),
+                    note="no completed conversations",
+                )
+            )
             continue
         groups.append(name)
         table = features_table(dialogues, name)
@@ -87,8 +111,15 @@ def fidelity(
         rows += feature_distances(name, table, human_table, resamples=resamples, seed=seed)
         rows.append(act_distance(name, dialogues, human_dialogues, resamples=resamples, seed=seed))
         rows.append(discriminator_auc(name, table, human_table, seed=seed, resamples=resamples))
-    result = FidelityResult(simulated=str(simulated), human=str(human), groups=groups, n_human=len(human_dialogues),
-                            rows=rows, resamples=resamples, seed=seed)
+    result = FidelityResult(
+        simulated=str(simulated),
+        human=str(human),
+        groups=groups,
+        n_human=len(human_dialogues),
+        rows=rows,
+        resamples=resamples,
+        seed=seed,
+    )
     if output is not None:
         folder = Path(output)
         folder.mkdir(parents=True, exist_ok=True)

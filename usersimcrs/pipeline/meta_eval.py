@@ -17,9 +17,20 @@ from typing import Any, Literal, Sequence
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from usersimcrs.analysis.battles import DEFAULT_ALPHA, BattleRanking, battles_from_votes, rank_systems
+from usersimcrs.analysis.battles import (
+    DEFAULT_ALPHA,
+    BattleRanking,
+    battles_from_votes,
+    rank_systems,
+)
 from usersimcrs.analysis.compare import judge_columns
-from usersimcrs.analysis.meta_eval import CI_METHOD, StatRow, conversation_stats, label_kind, system_stats
+from usersimcrs.analysis.meta_eval import (
+    CI_METHOD,
+    StatRow,
+    conversation_stats,
+    label_kind,
+    system_stats,
+)
 from usersimcrs.core.votes import VOTES, read_votes
 from usersimcrs.errors import DataError, UserError
 from usersimcrs.pipeline.sources import RunSource, load_sources
@@ -68,8 +79,9 @@ class MetaEvalResult(BaseModel):
         return pd.DataFrame([r.model_dump(include=set(CSV_COLUMNS)) for r in self.rows], columns=CSV_COLUMNS)
 
     def systems_table(self) -> pd.DataFrame:
-        return pd.DataFrame([s.model_dump() for s in self.systems],
-                            columns=["score", "system", "mean", "n", "human", "human_n"])
+        return pd.DataFrame(
+            [s.model_dump() for s in self.systems], columns=["score", "system", "mean", "n", "human", "human_n"]
+        )
 
 
 def _reference_value(dialogue_metadata: dict[str, Any], key: str) -> float | None:
@@ -106,13 +118,18 @@ def choose_reference_key(available: Sequence[str], requested: str | None) -> str
     if len(available) == 1:
         return available[0]
     if not available:
-        raise DataError("no human reference on the conversations (metadata.reference) and no --reference file; "
-                        "convert a human corpus (e.g. `usersimcrs convert crsarena-dial`) or pass --reference CSV")
+        raise DataError(
+            "no human reference on the conversations (metadata.reference) and no --reference file; "
+            "convert a human corpus (e.g. `usersimcrs convert crsarena-dial`) or pass --reference CSV"
+        )
     raise DataError(f"several references ({', '.join(available)}); choose one with --reference-key")
 
 
 def _conversation_table(
-    sources: Sequence[RunSource], scores: Sequence[str], reference_key: str, outside: list[dict[str, Any]],
+    sources: Sequence[RunSource],
+    scores: Sequence[str],
+    reference_key: str,
+    outside: list[dict[str, Any]],
     reference_csv: pd.DataFrame | None,
 ) -> pd.DataFrame:
     """One row per conversation: system, reference and every requested score."""
@@ -120,24 +137,30 @@ def _conversation_table(
     from usersimcrs.metrics.options import MetricOptions
 
     rule_scores = [s for s in scores if ":" not in s]
-    options = MetricOptions(satisfaction="satisfaction" in rule_scores)
+    options = MetricOptions.model_validate({"satisfaction": "satisfaction" in rule_scores})
     frames = []
     for source in sources:
         dialogues = [d for d in source.run.dialogues if d.status == "ok"]
         if not dialogues:
             continue
-        base = pd.DataFrame({
-            "conversation_id": [d.conversation_id for d in dialogues],
-            "system": [source.crs or d.agent_id for d in dialogues],
-            "reference": [_reference_value(d.metadata, reference_key) for d in dialogues],
-        })
+        base = pd.DataFrame(
+            {
+                "conversation_id": [d.conversation_id for d in dialogues],
+                "system": [source.crs or d.agent_id for d in dialogues],
+                "reference": [_reference_value(d.metadata, reference_key) for d in dialogues],
+            }
+        )
         if rule_scores:
             metrics = compute_metrics(dialogues, options).conversations
             missing = [s for s in rule_scores if s not in metrics.columns]
             if missing:
-                known = [c for c in metrics.columns if c not in ("conversation_id", "agent_id", "user_id", "index", "status")]
-                raise DataError(f"unknown score(s) {', '.join(missing)}; rule metrics: {', '.join(map(str, known))}; "
-                                "judge scores are named <judge>:<name>")
+                known = [
+                    c for c in metrics.columns if c not in ("conversation_id", "agent_id", "user_id", "index", "status")
+                ]
+                raise DataError(
+                    f"unknown score(s) {', '.join(missing)}; rule metrics: {', '.join(map(str, known))}; "
+                    "judge scores are named <judge>:<name>"
+                )
             base = base.merge(metrics[["conversation_id", *rule_scores]], on="conversation_id", how="left")
         judged = judge_columns(list(source.run.judgments) + outside)
         if not judged.empty:
@@ -158,39 +181,54 @@ def _conversation_table(
     return table
 
 
-def _system_rows(name: str, table: pd.DataFrame, score: dict[str, float], human: dict[str, float],
-                 ranking: BattleRanking | None) -> list[SystemScore]:
+def _system_rows(
+    name: str, table: pd.DataFrame, score: dict[str, float], human: dict[str, float], ranking: BattleRanking | None
+) -> list[SystemScore]:
     battles = {s.system: s.battles for s in ranking.systems} if ranking else {}
     rows = []
     for system in sorted(set(table["system"]) | set(human)):
         part = table[table["system"] == system]
         n = int(pd.to_numeric(part[name], errors="coerce").notna().sum())
         human_n = battles.get(system, 0) if ranking else int(part["reference"].notna().sum())
-        rows.append(SystemScore(score=name, system=str(system), mean=score.get(system), n=n, human=human.get(system),
-                                human_n=human_n))
+        rows.append(
+            SystemScore(
+                score=name, system=str(system), mean=score.get(system), n=n, human=human.get(system), human_n=human_n
+            )
+        )
     return rows
 
 
-def _global_notes(rows: list[StatRow], table: pd.DataFrame, ranking: BattleRanking | None, n_labelled: int) -> list[str]:
+def _global_notes(
+    rows: list[StatRow], table: pd.DataFrame, ranking: BattleRanking | None, n_labelled: int
+) -> list[str]:
     notes = []
     if n_labelled < 30:
-        notes.append(f"only {n_labelled} labelled conversations: conversation-level CIs are wide; "
-                     "treat every figure here as a rough indication, not evidence")
+        notes.append(
+            f"only {n_labelled} labelled conversations: conversation-level CIs are wide; "
+            "treat every figure here as a rough indication, not evidence"
+        )
     if any(r.level == "system" and r.n < 5 for r in rows):
-        notes.append("fewer than 5 systems have both a score and a human score: system-level statistics are "
-                     "close to uninformative")
+        notes.append(
+            "fewer than 5 systems have both a score and a human score: system-level statistics are "
+            "close to uninformative"
+        )
     spanning = sorted({r.score for r in rows if any("spans the chance" in c for c in r.caveats())})
     if spanning:
-        notes.append(f"some CIs span the chance value (0.5 for AUC and pairwise accuracy, 0 for correlations) for "
-                     f"{', '.join(spanning)}: no evidence of agreement with humans there")
+        notes.append(
+            f"some CIs span the chance value (0.5 for AUC and pairwise accuracy, 0 for correlations) for "
+            f"{', '.join(spanning)}: no evidence of agreement with humans there"
+        )
     if ranking is not None:
         if ranking.components > 1:
-            notes.append(f"the votes form {ranking.components} unconnected groups of systems; BT scores across groups "
-                         f"are tied together only by the regularisation (alpha {ranking.alpha:g})")
+            notes.append(
+                f"the votes form {ranking.components} unconnected groups of systems; BT scores across groups "
+                f"are tied together only by the regularisation (alpha {ranking.alpha:g})"
+            )
         unscored = sorted({s.system for s in ranking.systems} - set(table["system"]))
         if unscored:
-            notes.append(f"systems with votes but no conversations here (not in the system-level figures): "
-                         f"{', '.join(unscored)}")
+            notes.append(
+                f"systems with votes but no conversations here (not in the system-level figures): {', '.join(unscored)}"
+            )
     return notes
 
 
@@ -241,18 +279,29 @@ def meta_eval(
     rows: list[StatRow] = []
     systems: list[SystemScore] = []
     for i, score in enumerate(scores):
-        rows += conversation_stats(score, list(labelled[score]), list(labelled["reference"]),
-                                   resamples=resamples, seed=seed + 1000 * i)
+        rows += conversation_stats(
+            score, list(labelled[score]), list(labelled["reference"]), resamples=resamples, seed=seed + 1000 * i
+        )
         # the score side of the system ranking uses every conversation with the score, labelled or not
-        sys_rows, means, human_scores = system_stats(score, table, battles=battles, resamples=resamples,
-                                                     seed=seed + 1000 * i + 500, alpha=alpha)
+        sys_rows, means, human_scores = system_stats(
+            score, table, battles=battles, resamples=resamples, seed=seed + 1000 * i + 500, alpha=alpha
+        )
         rows += sys_rows
         systems += _system_rows(score, table, means, human_scores, ranking)
     result = MetaEvalResult(
-        path=str(path), scores=list(scores), reference_key=key, reference_kind=kind,
-        human_source="votes" if ranking else "labels", n_conversations=len(table), n_labelled=len(labelled),
-        rows=rows, systems=systems, human_ranking=ranking,
-        notes=_global_notes(rows, table, ranking, len(labelled)), resamples=resamples, seed=seed,
+        path=str(path),
+        scores=list(scores),
+        reference_key=key,
+        reference_kind=kind,
+        human_source="votes" if ranking else "labels",
+        n_conversations=len(table),
+        n_labelled=len(labelled),
+        rows=rows,
+        systems=systems,
+        human_ranking=ranking,
+        notes=_global_notes(rows, table, ranking, len(labelled)),
+        resamples=resamples,
+        seed=seed,
     )
     if output is not None:
         write_meta_eval(result, output, report=report)
