@@ -200,3 +200,27 @@ def test_real_slice_cli(shared_data, tmp_path, capsys):
     conv = table[table["level"] == "conversation"]
     assert (conv["n"] == n_dialogues).all() and conv["value"].between(0, 1).all()
     assert (out / "human_ranking.csv").exists() and (out / "plots" / "system_scatter.png").exists()
+
+
+def test_outside_references_judgments_and_label_ranking(tmp_path):
+    # no metadata.reference: the references come from a CSV, the judge scores from an outside file
+    dialogues = [_dialogue(f"c{i}", f"crs_{i % 3}", 2 + i % 3 * 2, 0) for i in range(30)]
+    for d in dialogues:
+        d.metadata = {}
+    _write_run(tmp_path / "run", dialogues)
+    pd.DataFrame({"conversation_id": [f"c{i}" for i in range(30)], "name": "rating",
+                  "value": [1 + i % 3 * 2 for i in range(30)]}).to_csv(tmp_path / "ref.csv", index=False)
+    with JsonlWriter(tmp_path / "outside.jsonl") as writer:
+        for i in range(30):
+            writer.write({"conversation_id": f"c{i}", "judge": "ext", "name": "overall", "value": 5 - i % 3 * 2,
+                          "scale": [1, 5], "status": "ok"})
+    result = meta_eval(tmp_path / "run", ["utterances", "ext:overall"], None, reference_csv=tmp_path / "ref.csv",
+                       judgments=[tmp_path / "outside.jsonl"], resamples=50)
+    assert result.reference_key == "rating" and result.reference_kind == "ordinal" and result.human_source == "labels"
+    values = {(r.score, r.level, r.statistic): r.value for r in result.rows}
+    assert values[("utterances", "conversation", "kendall_tau_b")] == pytest.approx(1.0)
+    assert values[("ext:overall", "conversation", "kendall_tau_b")] == pytest.approx(-1.0)
+    assert values[("ext:overall", "conversation", "qwk")] is not None  # both on 1-5 integers
+    assert ("utterances", "conversation", "qwk") not in values  # utterances 2-6 leave the 1-5 scale
+    assert values[("utterances", "system", "kendall_tau_b")] == pytest.approx(1.0)
+    assert values[("ext:overall", "system", "pairwise_accuracy")] == 0.0
