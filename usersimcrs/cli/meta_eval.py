@@ -50,7 +50,7 @@ def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from usersimcrs.pipeline.meta_eval import meta_eval
-    from usersimcrs.report.meta_eval_report import caveat_table
+    from usersimcrs.report.meta_eval_report import caveat_table, human_ranking_table
     from usersimcrs.report.tables import markdown_table
 
     output = args.output or str(Path(args.path) / "meta_eval")
@@ -76,21 +76,7 @@ def handle(args: argparse.Namespace) -> int:
     if result.human_ranking is not None:
         ranking = result.human_ranking
         print(f"human ranking (Bradley-Terry from {ranking.n_battles} votes, ties as half wins):")
-        rows = [
-            {
-                "system": s.system,
-                "bt": s.score,
-                "ci_low": s.ci_low,
-                "ci_high": s.ci_high,
-                "battles": s.battles,
-                "w-l-t": f"{s.wins}-{s.losses}-{s.ties}",
-                "elo": s.elo,
-            }
-            for s in ranking.systems
-        ]
-        import pandas as pd
-
-        print(markdown_table(pd.DataFrame(rows)), end="")
+        print(markdown_table(human_ranking_table(ranking)), end="")
     for note in result.notes:
         print(f"note: {note}")
     print(f"written: {', '.join(str(Path(output) / f) for f in result.files)}")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from usersimcrs.analysis.battles import BattleRanking
 from usersimcrs.analysis.ranking import ranking
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
@@ -19,6 +20,16 @@ def caveat_table(result: "MetaEvalResult") -> pd.DataFrame:
     table = result.table()
     table["caveat"] = ["; ".join(r.caveats()) for r in result.rows]
     return table
+
+
+def human_ranking_table(ranking: BattleRanking) -> pd.DataFrame:
+    """The BT ranking for printing: strength with CI, battles, wins-losses-ties and Elo."""
+    rows = [
+        {"system": s.system, "bt": s.score, "ci_low": s.ci_low, "ci_high": s.ci_high, "battles": s.battles,
+         "w-l-t": f"{s.wins}-{s.losses}-{s.ties}", "elo": s.elo}
+        for s in ranking.systems
+    ]
+    return pd.DataFrame(rows, columns=["system", "bt", "ci_low", "ci_high", "battles", "w-l-t", "elo"])
 
 
 def add_meta_eval_section(report: Report, result: "MetaEvalResult") -> None:
