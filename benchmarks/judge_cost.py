@@ -9,7 +9,7 @@ from typing import Any
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.engine.context import RunContext
-from usersimcrs.judges.base import JUDGES
+from usersimcrs.judges.base import judges
 from usersimcrs.judges.estimate import estimate
 from usersimcrs.judges.runner import JudgeRunSummary, judge_run
 from usersimcrs.llm.config import LLMConfig
@@ -38,7 +38,7 @@ def prefix_reuse(prompts: list[str]) -> float:
 
 
 async def _judge(judge_name: str, url: str, dialogues: list[Dialogue], cache_dir: Path) -> dict[str, Any]:
-    cls = JUDGES.get(judge_name)
+    cls = judges.get(judge_name)
     judge = cls(cls.Config())
     provider = LLMProvider(
         LLMConfig(backend="openai", model="test-model", base_url=url, cache_dir=str(cache_dir), max_concurrency=32, retries=0)
@@ -57,7 +57,7 @@ def judge_costs(url: str, dialogues_path: Path, limit: int, work: Path) -> dict[
     dialogues = [Dialogue.model_validate(r) for r in iter_jsonl(dialogues_path)][:limit]
     out: dict[str, dict[str, Any]] = {}
     for label, judge_name in SETUPS.items():
-        cls = JUDGES.get(judge_name)
+        cls = judges.get(judge_name)
         judge = cls(cls.Config())
         plans = [judge.plan(d) for d in dialogues]
         planned = [estimate(p) for p in plans]

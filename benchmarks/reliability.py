@@ -28,7 +28,7 @@ from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.engine.context import RunContext
 from usersimcrs.engine.runner import run_async
-from usersimcrs.judges.base import JUDGES
+from usersimcrs.judges.base import judges
 from usersimcrs.judges.runner import JudgeRunSummary, judge_run
 from usersimcrs.llm.provider import LLMProvider
 from usersimcrs.testing.crs_servers import FAULT_KINDS, FaultPlan, GenericJSONApp, LocalCRSServer
@@ -112,7 +112,7 @@ def run_config(study: FaultStudy, llm_url: str, crs_url: str, cache_dir: Path) -
 async def _judge(dialogues: list[Dialogue], llm_url: str, out: Path, cache_dir: Path) -> list[dict[str, Any]]:
     from usersimcrs.llm.config import LLMConfig
 
-    judge = JUDGES.get("quality")(JUDGES.get("quality").Config())
+    judge = judges.get("quality")(judges.get("quality").Config())
     provider = LLMProvider(
         LLMConfig(
             backend="openai", model="test-model", base_url=llm_url, retries=3, backoff_s=0.01, max_wait_s=0.05,

@@ -1,7 +1,7 @@
 """Recommendations that only exist in a CRS's text: numbered lists, MovieBot offers, title mentions.
 
 Parsing returns raw titles in rank order; `resolve_titles` maps them to item-collection IDs
-(fuzzy, year-aware) and keeps unresolved ones as title-only references.
+(fuzzy, year-aware) and keeps unresolved or ambiguous ones as title-only references.
 """
 
 from __future__ import annotations
@@ -75,12 +75,13 @@ def find_year_mentions(text: str, items: ItemCollection) -> list[str]:
 
 
 def resolve_titles(titles: list[str], items: ItemCollection | None) -> list[ItemRef]:
-    """Item references for parsed titles, resolved to collection IDs where a title matches."""
-    refs = []
-    for title in titles:
-        item = items.find_by_title(title) if items is not None and len(items) else None
-        refs.append(ItemRef(id=item.id, title=item.title, raw=title) if item else ItemRef(title=title, raw=title))
-    return refs
+    """Item references for parsed titles, resolved to collection IDs where a title names one item.
+
+    A title several items share (no year, remakes) stays unresolved with its candidate IDs.
+    """
+    if items is None or not len(items):
+        return [ItemRef(title=title, raw=title) for title in titles]
+    return [items.resolve(ItemRef(title=title, raw=title)) for title in titles]
 
 
 def items_from_text(text: str, items: ItemCollection | None, *, mentions: bool = True) -> list[ItemRef]:

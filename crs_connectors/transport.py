@@ -12,17 +12,19 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
 import random
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import Field
 
 from crs_connectors.base import ConnectorConfig
-from usersimcrs.errors import ConfigError, ConnectorError
+from usersimcrs.core.env_headers import headers_from_env
+from usersimcrs.core.retry import RetryableFailure, RetryPolicy, parse_retry_after
+from usersimcrs.errors import ConnectorError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -39,18 +41,14 @@ class HTTPOptions(ConnectorConfig):
     max_backoff_s: float = Field(10.0, ge=0)
     max_response_bytes: int = Field(1_000_000, ge=1, description="longer replies are cut off and count as failures")
     headers: dict[str, str] = Field(default_factory=dict, description="fixed, non-secret headers")
-    headers_from_env: dict[str, str] = Field(
+    headers_env: dict[str, str] = Field(
         default_factory=dict, description="header name -> environment variable holding its (secret) value"
     )
     health_url: str | None = None
 
 
-class Retryable(Exception):
+class Retryable(RetryableFailure):
     """A failed attempt worth retrying; `reason` is the short text recorded on the conversation."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass
@@ -91,17 +89,6 @@ def seed_for(*parts: object) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
-def env_headers(mapping: dict[str, str], section: str = "crs") -> dict[str, str]:
-    """Header values read from environment variables; a missing variable is a one-line ConfigError."""
-    headers = {}
-    for name, variable in mapping.items():
-        value = os.environ.get(variable)
-        if value is None:
-            raise ConfigError(f"{section}.headers_from_env.{name}: environment variable {variable} is not set")
-        headers[name] = value
-    return headers
-
-
 class HTTPTransport:
     """One conversation's HTTP channel: retries, timeouts, size limit and (optionally) its own cookies."""
 
@@ -111,8 +98,9 @@ class HTTPTransport:
         self._own_client: httpx.AsyncClient | None = None
         self.keep_cookies = keep_cookies
         self.cookies = httpx.Cookies()
-        self._headers = {**options.headers, **env_headers(options.headers_from_env)}
+        self._headers = {**options.headers, **headers_from_env(options.headers_env, section="crs")}
         self._rng = random.Random(seed_for(getattr(context, "run_seed", 0), seed_key))
+        self._policy = RetryPolicy(attempts=options.retries + 1, base_s=options.backoff_s, cap_s=options.max_backoff_s)
         self.attempts = 0
 
     def reset_session(self, seed_key: str, run_seed: int = 0) -> None:
@@ -134,10 +122,15 @@ class HTTPTransport:
             await self._own_client.aclose()
             self._own_client = None
 
-    def backoff(self, attempt: int) -> float:
-        """Delay before retry `attempt` (0-based): exponential, capped, with seeded jitter in [0.5, 1.5)."""
-        base = min(self.options.max_backoff_s, self.options.backoff_s * (2**attempt))
-        return base * (0.5 + self._rng.random())
+    def policy(self, retries: int | None = None) -> RetryPolicy:
+        """The shared retry policy with this connector's limits (`retries` overrides the configured count)."""
+        if retries is None or retries == self._policy.attempts - 1:
+            return self._policy
+        return replace(self._policy, attempts=retries + 1)
+
+    def backoff(self, retry: int) -> float:
+        """Delay before retry `retry` (1-based), drawn from this conversation's seeded RNG."""
+        return self.policy().delay(retry, self._rng)
 
     async def call(
         self,
@@ -149,19 +142,20 @@ class HTTPTransport:
         retries: int | None = None,
     ) -> T:
         """Send a request and parse its answer, retrying transient failures; raises ConnectorError."""
-        retries = self.options.retries if retries is None else retries
-        reason = "no attempt made"
-        for attempt in range(retries + 1):
+        policy = self.policy(retries)
+
+        async def attempt(number: int) -> T:
             try:
-                answer = await self._attempt(method, url, json_body)
-                return parse(answer)
+                return parse(await self._attempt(method, url, json_body))
             except Retryable as exc:
-                reason = exc.reason
-                log.debug("%s %s failed (%s), attempt %d of %d", method, url, reason, attempt + 1, retries + 1)
-            if attempt < retries:
-                await asyncio.sleep(self.backoff(attempt))
-        suffix = f" (after {retries + 1} attempts)" if retries else ""
-        raise ConnectorError(f"{reason}{suffix}")
+                log.debug("%s %s failed (%s), attempt %d of %d", method, url, exc.reason, number, policy.attempts)
+                raise
+
+        try:
+            return await policy.run(attempt, rng=lambda: self._rng)
+        except RetryableFailure as exc:
+            suffix = f" (after {policy.attempts} attempts)" if policy.attempts > 1 else ""
+            raise ConnectorError(f"{exc.reason}{suffix}") from None
 
     async def _attempt(self, method: str, url: str, json_body: Any) -> HTTPAnswer:
         """One request within the timeout; failures become Retryable or (for 4xx) ConnectorError."""
@@ -208,7 +202,7 @@ class HTTPTransport:
             latency_s=time.perf_counter() - started,
         )
         if response.status_code in RETRY_STATUSES or response.status_code >= 500:
-            raise Retryable(f"HTTP {response.status_code}")
+            raise Retryable(f"HTTP {response.status_code}", parse_retry_after(response.headers.get("retry-after")))
         if response.status_code >= 400:
             snippet = answer.text().strip().replace("\n", " ")[:80]
             raise ConnectorError(f"HTTP {response.status_code}" + (f": {snippet}" if snippet else ""))

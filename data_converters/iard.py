@@ -14,8 +14,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from data_converters.base import ConversionOutput, ConversionReport, Converter, NeedRecord
 from data_converters.mentions import replace_mentions
 from data_converters.metadata import clean_title, enrich_items, read_movielens_items
@@ -24,6 +22,7 @@ from data_converters.redial import read_redial_movies
 from usersimcrs.core.dialogue import AGENT, USER, Annotation, Dialogue, DialogueAct, ItemRef, SlotValue, Utterance
 from usersimcrs.core.items import Item, ItemCollection, split_year
 from usersimcrs.core.profile import InformationNeed, UserProfile
+from usersimcrs.core.yaml_io import read_yaml
 from usersimcrs.errors import DataError
 
 CODES_FILE = Path(__file__).with_name("iard_codes.yaml")
@@ -34,7 +33,7 @@ RECOMMENDING = {"REC-S", "REC-E", "EXP-I", "EXP-P", "EXP-S"}
 
 def code_mapping() -> dict[str, dict[str, dict[str, Any]]]:
     """role -> code -> {intent, top_level, item_slots, description}, read from iard_codes.yaml."""
-    data = yaml.safe_load(CODES_FILE.read_text(encoding="utf-8"))
+    data = read_yaml(CODES_FILE)
     return {"seeker": data["seeker"], "recommender": data["recommender"]}
 
 

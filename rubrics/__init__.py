@@ -15,9 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from usersimcrs.core.validation import validate
+from usersimcrs.core.yaml_io import read_yaml
 from usersimcrs.errors import ConfigError
 
 RUBRIC_DIR = Path(__file__).resolve().parent
@@ -80,7 +81,7 @@ class Rubric(_Model):
     criteria: list[Criterion] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Rubric":
+    def _consistent(self) -> Rubric:
         low, high = self.scale
         if low >= high:
             raise ValueError(f"scale: lower bound {low} must be below upper bound {high}")
@@ -145,7 +146,7 @@ class DebateRubric(_Model):
     roles: list[DebateRole] = Field(min_length=2)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "DebateRubric":
+    def _consistent(self) -> DebateRubric:
         low, high = self.scale
         if low >= high:
             raise ValueError(f"scale: lower bound {low} must be below upper bound {high}")
@@ -193,42 +194,15 @@ def rubric_path(name_or_path: str | Path) -> Path:
     return builtin
 
 
-def _read(path: Path) -> dict:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}{where}: invalid YAML ({getattr(exc, 'problem', exc)})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
-
-
-def _validate(model: type[BaseModel], data: dict, path: Path) -> BaseModel:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        if first["type"] == "extra_forbidden":
-            raise ConfigError(f"{path}: unknown key '{key}'") from None
-        if first["type"] == "missing":
-            raise ConfigError(f"{path}: missing key '{key}'") from None
-        raise ConfigError(f"{path}: key '{key}': {first['msg']}") from None
-
-
 def load_any(name_or_path: str | Path) -> Rubric | DebateRubric:
     """Load and validate a rubric or debate file, dispatching on its ``kind``."""
     path = rubric_path(name_or_path)
-    data = _read(path)
+    data = read_yaml(path)
     kind = data.get("kind", "rubric")
     model = {"rubric": Rubric, "debate": DebateRubric}.get(kind)
     if model is None:
         raise ConfigError(f"{path}: key 'kind': expected 'rubric' or 'debate', got {kind!r}")
-    return _validate(model, data, path)  # type: ignore[return-value]
+    return validate(model, data, source=str(path))  # type: ignore[return-value]
 
 
 def load_rubric(name_or_path: str | Path) -> Rubric:

@@ -53,7 +53,7 @@ def test_needs_with_provenance_and_resolved_targets(converted):
     assert need["requests"] == ["YEAR"]
     police, unknown = need["targets"]  # the catalogue also has an undated "Police Academy": the year decides
     assert police["id"] == "151656" and police["title"] == "Police Academy (1984)"  # resolved against items.csv
-    assert unknown == {"id": None, "title": "A Film Nobody Made", "score": None, "raw": None}
+    assert unknown == {"id": None, "title": "A Film Nobody Made", "score": None, "raw": None, "resolution": "unresolved"}
     assert dialogues[0].metadata["annotation_provenance"] == {
         "task": "information-need", "model": "test-model", "backend": "ollama", "prompt": "information_need", "prompt_version": 1,
     }

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from types import SimpleNamespace
 
+import httpx
 import pytest
 
 from crs_connectors.base import build_connector
@@ -22,7 +25,7 @@ GENERIC = {
     "items_path": "reply.recommendations[*]",
     "item_id_field": "movie_id",
     "item_title_field": "name",
-    "headers_from_env": {"Authorization": "CRS_TEST_AUTH"},
+    "headers_env": {"Authorization": "CRS_TEST_AUTH"},
 }
 
 
@@ -97,14 +100,31 @@ def test_backoff_is_seeded_per_conversation():
     one, two = HTTPTransport(options, RunContext()), HTTPTransport(options, RunContext())
     one.reset_session("conv-1", 7)
     two.reset_session("conv-1", 7)
-    delays = [one.backoff(i) for i in range(4)]
-    assert delays == [two.backoff(i) for i in range(4)]
-    assert all(0.5 * 2**i <= d < 1.5 * 2**i for i, d in enumerate(delays))
+    delays = [one.backoff(k) for k in range(1, 5)]
+    assert delays == [two.backoff(k) for k in range(1, 5)]
+    assert all(0.5 * 2**i <= d <= 2**i for i, d in enumerate(delays))
     two.reset_session("conv-2", 7)
-    assert [two.backoff(i) for i in range(4)] != delays
+    assert [two.backoff(k) for k in range(1, 5)] != delays
 
 
 def test_size_units_read_naturally():
     assert format_size(1_000_000) == "1 MB"
     assert format_size(50_000) == "50 kB"
     assert format_size(512) == "512 bytes"
+
+
+@pytest.mark.parametrize(("retry_after", "cap", "low", "high"), [("0.2", 5.0, 0.2, 1.0), ("30", 0.1, 0.1, 1.0)])
+def test_retry_after_of_a_crs_is_honoured_up_to_the_cap(retry_after, cap, low, high):
+    answers = iter([httpx.Response(429, headers={"Retry-After": retry_after}), httpx.Response(200, json={"ok": 1})])
+
+    async def scenario():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(lambda request: next(answers))) as client:
+            options = HTTPOptions(type="http", url="http://crs/", retries=1, backoff_s=0, max_backoff_s=cap)
+            transport = HTTPTransport(options, SimpleNamespace(http=client, run_seed=0))
+            started = time.perf_counter()
+            body = await transport.call("POST", "http://crs/", lambda answer: answer.json(), json_body={})
+            return body, time.perf_counter() - started, transport.attempts
+
+    body, elapsed, attempts = asyncio.run(scenario())
+    assert body == {"ok": 1} and attempts == 2
+    assert low <= elapsed < high

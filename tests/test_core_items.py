@@ -50,3 +50,37 @@ def test_missing_column_names_file_and_column(tmp_path):
     path.write_text("id,name\n1,x\n")
     with pytest.raises(DataError, match=r"items.csv: missing column 'movieId'"):
         ItemCollection.from_csv(path)
+
+
+def _apes() -> ItemCollection:
+    from usersimcrs.core.items import Item
+
+    return ItemCollection([
+        Item(id="a68", title="Planet of the Apes (1968)", year=1968),
+        Item(id="a01", title="Planet of the Apes (2001)", year=2001),
+        Item(id="m99", title="Matrix, The (1999)", year=1999),
+    ])
+
+
+def test_a_bare_title_shared_by_remakes_stays_ambiguous():
+    items = _apes()
+    ref = items.resolve(ItemRef(title="Planet of the Apes"))
+    assert ref.id is None and ref.resolution == "ambiguous" and sorted(ref.candidates) == ["a01", "a68"]
+    assert items.find_by_title("Planet of the Apes") is None  # no silent pick
+    dated = items.resolve(ItemRef(title="Planet of the Apes (1968)"))
+    assert (dated.id, dated.resolution, dated.candidates) == ("a68", "exact", [])
+    assert items.resolve(ItemRef(title="planet of the apes (2001)")).id == "a01"
+    assert items.resolve(ItemRef(title="Planet of the Apes (1990)")).resolution == "unresolved"
+    assert items.resolve(ItemRef(title="Plannet of the Apes")).resolution == "ambiguous"  # fuzzy tie
+    assert items.resolve(ItemRef(title="The Matrix")).resolution == "normalized"
+    assert items.resolve(ItemRef(title="The Matrx")).resolution == "fuzzy"
+
+
+def test_parsed_titles_keep_their_ambiguity_and_json_stays_compact():
+    from crs_connectors.item_parsing import items_from_text
+
+    refs = items_from_text("I would recommend the following items:\n1: Planet of the Apes\n2: The Matrix (1999)", _apes())
+    assert [(r.id, r.resolution) for r in refs] == [(None, "ambiguous"), ("m99", "exact")]
+    assert refs[0].candidates == ["a68", "a01"]
+    assert "candidates" not in ItemRef(id="x").model_dump() and "resolution" not in ItemRef(id="x").model_dump_json()
+    assert ItemRef.model_validate_json(refs[0].model_dump_json()) == refs[0]

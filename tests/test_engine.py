@@ -68,7 +68,7 @@ def test_run_writes_every_conversation_once_with_stable_ids(tmp_path):
     # opening user turn + 2 more user turns, each answered by the CRS
     assert all(len(r["utterances"]) == 3 * 2 for r in records)
     manifest = read_manifest(tmp_path / "a")
-    assert manifest["dialogues"] == {"completed": 20, "failed": 0}
+    assert manifest["dialogues"] == {"completed": 20, "failed": 0, "ambiguous_items": 0}
     assert manifest["status"] == "completed" and manifest["config_hash"]
 
 
@@ -172,3 +172,34 @@ def test_kill_9_then_resume_gives_exactly_all_conversations(tmp_path):
     ids = [r["conversation_id"] for r in records]
     assert len(ids) == 40 and len(set(ids)) == 40
     assert read_manifest(out_dir)["dialogues"]["completed"] == 40
+
+
+def test_resume_reruns_failed_conversations_and_keep_failed_skips_them(tmp_path):
+    config = load_run_config(_config(tmp_path, crs={"fail_every": 5}))
+    run(config, tmp_path / "a")
+    path = tmp_path / "a" / "dialogues.jsonl"
+    before = path.read_bytes().splitlines(keepends=True)
+    ok_lines = [line for line in before if json.loads(line)["status"] == "ok"]
+    kept = run(config, tmp_path / "a", resume=True, keep_failed=True)
+    assert (kept.skipped, kept.retried, kept.completed, kept.failed) == (20, 0, 0, 0)
+    assert path.read_bytes().splitlines(keepends=True) == before  # untouched
+    again = run(config, tmp_path / "a", resume=True)
+    assert (again.skipped, again.retried, again.failed) == (16, 4, 4)  # EchoCRS fails them again
+    after = path.read_bytes().splitlines(keepends=True)
+    assert after[:16] == ok_lines  # ok lines kept byte for byte, in order
+    ids = [json.loads(line)["conversation_id"] for line in after]
+    assert len(ids) == 20 and len(set(ids)) == 20
+    assert not (tmp_path / "a" / "dialogues.jsonl.tmp").exists()
+
+
+def test_drop_failed_rewrites_atomically_without_failed_lines_or_torn_tail(tmp_path):
+    from usersimcrs.engine.runner import drop_failed
+
+    path = tmp_path / "d.jsonl"
+    lines = [json.dumps({"conversation_id": c, "status": s}).encode() + b"\n" for c, s in
+             [("a", "ok"), ("b", "failed"), ("c", "ok"), ("a", "ok")]]
+    path.write_bytes(b"".join(lines) + b'{"conversation_id": "d", "sta')
+    inode = path.stat().st_ino
+    assert drop_failed(path) == {"b"}
+    assert path.read_bytes() == lines[0] + lines[2]
+    assert path.stat().st_ino != inode  # replaced, not edited in place

@@ -70,7 +70,7 @@ def test_quality_clean_structured_parse():
     assert {j.status for j in judgments} == {"ok"} and {j.value for j in judgments} == {4.0}
     fluency = next(j for j in judgments if j.name == "fluency")
     assert fluency.rationale == "about Fluency" and fluency.scale == (1.0, 5.0)
-    assert fluency.usage.calls == 1 and fluency.usage.prompt_tokens > 0 and fluency.model == "test-model"
+    assert fluency.usage.calls == 1 and fluency.usage.prompt_tokens > 0 and fluency.model == "openai:test-model"
     # structured output was requested with the rubric's bounds
     schema = requests[0].body["response_format"]["json_schema"]["schema"]
     assert schema["properties"]["rating"]["minimum"] == 1 and schema["properties"]["rating"]["maximum"] == 5
@@ -129,8 +129,8 @@ def test_core12_mixture_of_evaluators_sends_each_factor_to_its_model():
         by_model = server.counters["by_model"]
     by_name = {j.name: j for j in judgments}
     assert len(judgments) == 12
-    assert by_name["coherence"].model == "m-coherence" and by_name["novelty"].model == "m-novelty"
-    assert by_name["naturalness"].model == "base-judge"
+    assert by_name["coherence"].model == "openai:m-coherence" and by_name["novelty"].model == "openai:m-novelty"
+    assert by_name["naturalness"].model == "openai:base-judge"
     assert by_model == {"m-coherence": 1, "m-novelty": 1, "base-judge": 10}
 
 
@@ -232,7 +232,7 @@ def test_debate_per_role_model_map():
         judgments = run(judge, dialogue(), provider_for(server, expand_models_map(models, judge.component_chains())))
         by_model = server.counters["by_model"]
     assert by_model == {"factor-model": 12, **{f"model-{role}": 2 for role in ROLES}}
-    assert judgments[-1].raw["models"] == {role: f"model-{role}" for role in ROLES}
+    assert judgments[-1].raw["models"] == {role: f"openai:model-{role}" for role in ROLES}
 
 
 def test_debate_reuses_stored_factor_results():

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from usersimcrs.core.retry import RetryPolicy, parse_retry_after
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm import LLMConfig, LLMProvider
-from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, parse_retry_after, status_error
-from usersimcrs.llm.managed import backoff_delay
+from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, status_error
 
 
 @pytest.mark.parametrize(("status", "kind"), [(429, TransientLLMError), (500, TransientLLMError), (503, TransientLLMError),
@@ -30,19 +30,20 @@ def test_reasons_are_scrubbed_of_secrets_and_kept_short():
 def test_retry_after_header_forms():
     assert parse_retry_after("3") == 3.0 and parse_retry_after("0.5") == 0.5
     assert parse_retry_after(None) is None and parse_retry_after("soon") is None
-    later = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
     assert 25 <= parse_retry_after(later) <= 31
 
 
 def test_backoff_grows_is_capped_and_reproducible():
-    delays = [backoff_delay(a, 0.5, 4.0, random.Random(1), None) for a in (1, 2, 3, 4, 5)]
-    assert delays == [backoff_delay(a, 0.5, 4.0, random.Random(1), None) for a in (1, 2, 3, 4, 5)]
+    policy = RetryPolicy(attempts=6, base_s=0.5, cap_s=4.0)
+    delays = [policy.delay(a, random.Random(1)) for a in (1, 2, 3, 4, 5)]
+    assert delays == [policy.delay(a, random.Random(1)) for a in (1, 2, 3, 4, 5)]
     assert 0.25 <= delays[0] <= 0.5 and 0.5 <= delays[1] <= 1.0 and 2.0 <= delays[4] <= 4.0
-    assert backoff_delay(1, 0.5, 4.0, random.Random(1), 2.5) == 2.5
-    assert backoff_delay(1, 0.5, 4.0, random.Random(1), 60.0) == 4.0
+    assert policy.delay(1, random.Random(1), 2.5) == 2.5
+    assert policy.delay(1, random.Random(1), 60.0) == 4.0
 
 
 def test_bad_component_override_names_the_key():
     provider = LLMProvider(LLMConfig(), {"judge": {"modle": "x"}})
-    with pytest.raises(ConfigError, match=r"^llm_components\.judge\.modle: "):
+    with pytest.raises(ConfigError, match=r"^unknown key 'llm_components\.judge\.modle'$"):
         provider.get("judge")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from tests.metrics_fixtures import dialogue, ref, two_users
@@ -64,7 +65,8 @@ def test_success_accepted_rounds_and_hit_within():
     assert is_accept_intent("ACC", options.accept_intents)
     assert not is_accept_intent("ACCESS", options.accept_intents)
     # A's user accepts in the turn after the 2nd recommendation round (acts of user turn 3)
-    assert is_success(a, options) and not is_success(b, options)
+    assert is_success(a, options) is True
+    assert is_success(b, options) is None  # no acts, no feedback, end reason max_turns: nothing could show it
     assert [a.utterances[p].text for p in accepted_rounds(a, options)] == ["system turn 2"]
     assert hit_within(a, 1, None) == 1.0
     assert hit_within(b, 1, None) == 0.0 and hit_within(b, 2, None) == 1.0
@@ -110,7 +112,7 @@ def test_compute_metrics_rows_and_turn_curves():
     assert rows[["pc@2"]].mean().iloc[0] == pytest.approx(0.75)  # PC_3@2
     assert rows["pcir_avg@2"].mean() == pytest.approx(0.25)
     assert rows.loc["A", "jaccard"] == 1.0 and rows.loc["B", "jaccard"] == pytest.approx(5 / 6)
-    assert rows.loc["A", "success"] == 1.0 and rows.loc["B", "success"] == 0.0
+    assert rows.loc["A", "success"] == 1.0 and pd.isna(rows.loc["B", "success"])
     assert rows.loc["A", "successful_round_ratio"] == pytest.approx(1 / 3)
     assert rows.loc["A", "turns"] == 3 and rows.loc["A", "utterances"] == 6 and rows.loc["A", "exchanges"] == 2.5
     assert rows.loc["B", "hit_within_1"] == 0.0 and rows.loc["B", "hit_within_3"] == 1.0

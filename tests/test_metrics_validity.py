@@ -15,7 +15,8 @@ def _set():
     good = dialogue("good", ["1"], [[ref("5")], [ref("1")]], user_acts=[[], ["ACCEPT"]], end_reason="target_accepted")
     failed = dialogue("failed", ["1"], [[ref("5")]], status="failed", end_reason=None)
     loop = dialogue(
-        "loop", ["1"], [[ref("5")], [ref("6")], [ref("7")]], agent_texts=["Try Casino!", "try casino! ", "Try  Casino!"]
+        "loop", ["1"], [[ref("5")], [ref("6")], [ref("7")]], agent_texts=["Try Casino!", "try casino! ", "Try  Casino!"],
+        user_acts=[[], ["REJECT"], ["REJECT"]],
     )
     leak = dialogue(
         "leak",
@@ -42,7 +43,7 @@ def test_flags_each_problem():
 
 def test_leakage_only_checked_for_target_aware_simulators_unless_forced():
     d = dialogue("x", ["1"], [[ref("5")], [ref("6")]], user_texts=["I want Heat", "ok"])
-    assert flag_conversations([d])["target_leakage"].tolist() == [False]  # no simulator recorded
+    assert flag_conversations([d])["target_leakage"].tolist() == [None]  # no simulator recorded: not checked
     assert flag_conversations([d], simulator="target_free")["target_leakage"].tolist() == [True]
     forced = ValidityOptions(check_leakage=True)
     assert flag_conversations([d], options=forced)["target_leakage"].tolist() == [True]
@@ -62,8 +63,9 @@ def test_summaries_on_all_and_valid_differ():
     flags = flag_conversations(dialogues)
     valid = tables.conversations["conversation_id"].map(flags.set_index("conversation_id")["valid"])
     summary = summarize(tables.conversations, valid=valid, n_resamples=200).set_index(["subset", "metric"])
-    assert summary.loc[("all", "success"), "n"] == 4 and summary.loc[("valid", "success"), "n"] == 1
-    assert summary.loc[("all", "success"), "mean"] == pytest.approx(0.25)
+    # success is measured on 'good' (accepts) and 'loop' (rejects); 'failed' and 'leak' show no signal
+    assert summary.loc[("all", "success"), "n"] == 2 and summary.loc[("valid", "success"), "n"] == 1
+    assert summary.loc[("all", "success"), "mean"] == pytest.approx(0.5)
     assert summary.loc[("valid", "success"), "mean"] == 1.0
     assert summary.loc[("all", "end_reason[error]"), "mean"] == pytest.approx(0.25)
     assert summary.loc[("all", "turns"), "mean"] == pytest.approx((2 + 1 + 3 + 2) / 4)

@@ -65,10 +65,11 @@ def test_no_secret_in_any_file_the_study_wrote(tmp_path, monkeypatch):
                 "items_path": "reply.recommendations[*]",
                 "item_id_field": "movie_id",
                 "item_title_field": "name",
-                "headers_from_env": {"Authorization": "USERSIMCRS_TEST_CRS_AUTH"},
+                "headers_env": {"Authorization": "USERSIMCRS_TEST_CRS_AUTH"},
                 "retries": 0,
             },
             "progress": False,
+            "max_failed_share": 1.0,  # faults are injected on purpose; this test is about secrets
         }
         config_path = tmp_path / "study.yaml"
         config_path.write_text(yaml.safe_dump(config))

@@ -90,7 +90,7 @@ def test_file_source_reads_profiles_and_needs_and_cycles(tmp_path):
 def test_file_source_errors_name_file_and_record(tmp_path):
     path = tmp_path / "profiles.jsonl"
     path.write_text('{"user_id": "a"}\n{"need": {"constraints": {"genres": 3}}}\n')
-    with pytest.raises(DataError, match=r"profiles.jsonl: record 2: constraints.genres"):
+    with pytest.raises(DataError, match=r"profiles.jsonl: record 2: key 'constraints.genres': "):
         build_profile_source(ProfilesConfig(source="file", path=str(path)), RunContext())
     with pytest.raises(ConfigError, match="file not found"):
         build_profile_source(ProfilesConfig(source="file", path=str(tmp_path / "nope.jsonl")), RunContext())

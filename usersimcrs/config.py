@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from usersimcrs.core.validation import validate
+from usersimcrs.core.yaml_io import parse_yaml, read_yaml
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.config import LLMConfig
+
+validate_section = validate  # plug-in sections (crs.*, simulator.*) validate with the one error formatter
 
 
 class _Section(BaseModel):
@@ -77,35 +80,14 @@ class RunConfig(_Section):
     crs: dict[str, Any]
     data: dict[str, Any] = Field(default_factory=dict, description="extra resources (annotated dialogues, domain files)")
     progress: bool = True
+    max_failed_share: float = Field(
+        0.2, ge=0.0, le=1.0, description="`run` exits 3 when a larger share of the conversations failed"
+    )
 
     def config_hash(self) -> str:
         """A hash of what decides the conversations (output folder and progress display excluded)."""
-        data = self.model_dump(mode="json", exclude={"output", "progress", "concurrency", "executor", "ray_address", "event_loop"})
+        data = self.model_dump(mode="json", exclude={"output", "progress", "concurrency", "executor", "ray_address", "event_loop", "max_failed_share"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _format_error(path: str, exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    key = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    if first["type"] == "extra_forbidden":
-        return f"{path}: unknown key '{key}'"
-    if first["type"] == "missing":
-        return f"{path}: missing key '{key}'"
-    return f"{path}: key '{key}': {first['msg']}"
-
-
-def validate_section(model: type[BaseModel], data: Any, *, source: str, prefix: str) -> Any:
-    """Validate a sub-section (e.g. a plug-in's options), naming `prefix.key` on error."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join([prefix, *(str(p) for p in first["loc"])])
-        if first["type"] == "extra_forbidden":
-            raise ConfigError(f"{source}: unknown key '{key}'") from None
-        if first["type"] == "missing":
-            raise ConfigError(f"{source}: missing key '{key}'") from None
-        raise ConfigError(f"{source}: key '{key}': {first['msg']}") from None
 
 
 def set_dotted(data: dict[str, Any], assignment: str) -> None:
@@ -119,35 +101,7 @@ def set_dotted(data: dict[str, Any], assignment: str) -> None:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
             raise ConfigError(f"--set {assignment!r}: '{part}' is not a section")
-    try:
-        node[parts[-1]] = yaml.safe_load(raw)
-    except (yaml.YAMLError, ValueError) as exc:
-        raise ConfigError(f"--set {key.strip()}: invalid value ({_one_line(getattr(exc, 'problem', None) or exc)})") from None
-
-
-def _one_line(message: object) -> str:
-    """A message squeezed onto one line (YAML errors span several)."""
-    return " ".join(str(message).split())
-
-
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping, with a one-line error on a missing file or bad syntax."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}{where}: invalid YAML ({_one_line(getattr(exc, 'problem', None) or exc)})") from None
-    except ValueError as exc:  # a scalar YAML resolves but cannot build, e.g. the date 2001-13-45
-        raise ConfigError(f"{path}: invalid YAML value ({_one_line(exc)})") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
+    node[parts[-1]] = parse_yaml(raw, source=f"--set {key.strip()}")
 
 
 def resolve_path(base_dir: Path, value: str | None) -> str | None:
@@ -164,11 +118,11 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> Run
     data = read_yaml(path)
     for assignment in overrides or []:
         set_dotted(data, assignment)
-    try:
-        config = RunConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_format_error(str(path), exc)) from None
+    config = validate(RunConfig, data, source=str(path))
     return absolutize(config, path.parent)
+
+
+JSON_PATH_KEYS = frozenset({"text_path", "items_path", "custom_items_path"})
 
 
 def absolutize(config: RunConfig, base_dir: Path) -> RunConfig:
@@ -184,6 +138,8 @@ def absolutize(config: RunConfig, base_dir: Path) -> RunConfig:
             config.data[key] = resolve_path(base_dir, value)
     for section in (config.simulator, config.crs):
         for key, value in list(section.items()):
+            if key in JSON_PATH_KEYS:  # JSON paths inside a CRS reply ("reply.text"), not files
+                continue
             if (key.endswith(("_path", "_file")) or key in ("path", "record_to")) and isinstance(value, str):
                 section[key] = resolve_path(base_dir, value)
     return config

@@ -8,8 +8,9 @@ point group ``usersimcrs.<kind>`` (e.g. ``usersimcrs.connectors``).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from usersimcrs.errors import ConfigError
 
@@ -24,6 +25,7 @@ class Registry(Generic[T]):
         self._lazy: dict[str, str] = dict(builtins or {})
         self._loaded: dict[str, T] = {}
         self._entry_points_read = False
+        self._from_entry_points: set[str] = set()
 
     def register(self, name: str, target: T | str | None = None) -> Any:
         """Register `target` under `name`; without a target, acts as a class decorator."""
@@ -45,6 +47,13 @@ class Registry(Generic[T]):
         self._read_entry_points()
         return sorted(set(self._lazy) | set(self._loaded))
 
+    def __contains__(self, name: object) -> bool:
+        """Whether `name` is registered (entry points are read only when it is not a built-in)."""
+        if name in self._loaded or name in self._lazy:
+            return True
+        self._read_entry_points()
+        return name in self._lazy
+
     def get(self, name: str) -> T:
         """Resolve `name` to its class; an unknown name is a ConfigError listing the known ones."""
         if name in self._loaded:
@@ -65,7 +74,18 @@ class Registry(Generic[T]):
             return
         self._entry_points_read = True
         for ep in entry_points(group=f"usersimcrs.{self.kind}"):
-            self._lazy.setdefault(ep.name, ep.value)
+            if ep.name not in self._lazy and ep.name not in self._loaded:
+                self._lazy[ep.name] = ep.value
+                self._from_entry_points.add(ep.name)
+
+    def reload_entry_points(self) -> None:
+        """Forget the plug-ins found through entry points; the next lookup reads them again
+        (after a plug-in was installed into a running process, e.g. in a test)."""
+        for name in self._from_entry_points:
+            self._lazy.pop(name, None)
+            self._loaded.pop(name, None)
+        self._from_entry_points = set()
+        self._entry_points_read = False
 
 
 def _import_dotted(path: str) -> Any:

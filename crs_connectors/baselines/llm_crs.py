@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field
 
 from crs_connectors.base import CRSReply
@@ -19,6 +18,7 @@ from crs_connectors.transport import seed_for
 from crs_connectors.turns import all_turns
 from usersimcrs.core.dialogue import USER, Dialogue, ItemRef, Utterance
 from usersimcrs.core.items import Item, display_title, normalize_title
+from usersimcrs.core.yaml_io import read_yaml
 from usersimcrs.errors import ConfigError, ConnectorError, LLMError
 from usersimcrs.llm.base import Message
 
@@ -56,11 +56,8 @@ class LLMCRSConfig(RetrievalConfig):
 def load_prompt(path: str | None) -> dict[str, str]:
     """The prompt pieces (system, candidates, no_candidates, stage_*) from YAML."""
     file = Path(path) if path else PROMPT_FILE
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"crs.prompt_file: cannot read {file} ({exc})") from None
-    missing = [k for k in ("system", "candidates", "no_candidates") if k not in (data or {})]
+    data = read_yaml(file)
+    missing = [k for k in ("system", "candidates", "no_candidates") if k not in data]
     if missing:
         raise ConfigError(f"crs.prompt_file: {file} lacks {', '.join(missing)}")
     return {k: str(v) for k, v in data.items()}

@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import yaml
-
 from data_converters.writer import DIALOGUEKIT, DIALOGUES, ITEMS_MAPPING
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.dialoguekit_io import write_dialoguekit
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.jsonl import JsonlWriter, read_models
+from usersimcrs.core.yaml_io import read_yaml
 from usersimcrs.errors import DataError
 
 
@@ -31,7 +30,7 @@ class ConvertedFolder:
         mapping_file = self.path / ITEMS_MAPPING
         if not mapping_file.is_file():
             return None
-        mapping = yaml.safe_load(mapping_file.read_text(encoding="utf-8")) or {}
+        mapping = read_yaml(mapping_file)
         csv_path = self.path / mapping.pop("path", "items.csv")
         return ItemCollection.from_csv(csv_path, **mapping)
 

@@ -6,9 +6,9 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from usersimcrs.config import read_yaml
+from usersimcrs.core.yaml_io import load_yaml_model, read_yaml
 from usersimcrs.errors import ConfigError
 
 PROMPT_DIR = Path(__file__).with_name("prompts")  # the YAML files (a package only so installs ship them)
@@ -43,12 +43,7 @@ def load_prompt(name_or_path: str) -> PromptSpec:
     path = Path(name_or_path)
     if not path.suffix:
         path = PROMPT_DIR / f"{name_or_path}.yaml"
-    data = read_yaml(path)
-    try:
-        return PromptSpec.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ConfigError(f"{path}: key '{'.'.join(map(str, first['loc']))}': {first['msg']}") from None
+    return load_yaml_model(path, PromptSpec)
 
 
 def labels_from_yaml(path: str | Path, kind: str) -> dict[str, Any]:

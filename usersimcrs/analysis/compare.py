@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from usersimcrs.analysis.judgments import judgments_table
-from usersimcrs.analysis.ranking import agreement_matrix, mean_scores, rank_table, simulator_agreement
+from usersimcrs.analysis.ranking import MIN_CELL_N, agreement_matrix, rank_table, ranking_notes, simulator_agreement
+from usersimcrs.analysis.summary import describe
 from usersimcrs.analysis.significance import paired_test
 from usersimcrs.errors import DataError
 
@@ -151,6 +152,21 @@ def holm(p_values: list[float]) -> list[float]:
     return adjusted
 
 
+def cell_stats(part: pd.DataFrame, metric: str, cells: pd.DataFrame, *, seed: int = 0,
+               n_resamples: int = 1000) -> pd.DataFrame:
+    """n, mean and 95% bootstrap CI of `metric` for each existing (simulator, crs) cell of one dataset.
+
+    `cells` lists the cells that exist; a cell without a value for the metric gets n = 0 and no mean,
+    and a combination that was never run is not listed at all.
+    """
+    rows = []
+    for simulator, crs in cells[["simulator", "crs"]].itertuples(index=False):
+        values = part.loc[(part["simulator"] == simulator) & (part["crs"] == crs), metric] if len(part) else pd.Series([], dtype=float)
+        stats = describe(values, seed=seed, n_resamples=n_resamples)
+        rows.append({"simulator": simulator, "crs": crs, **stats})
+    return pd.DataFrame(rows, columns=["simulator", "crs", "n", "mean", "std", "ci_low", "ci_high"])
+
+
 def compare(
     table: pd.DataFrame,
     metrics: list[str],
@@ -160,23 +176,32 @@ def compare(
     n_resamples: int = 10000,
     seed: int = 0,
     rbo_p: float = 0.9,
+    min_n: int = MIN_CELL_N,
 ) -> Comparison:
-    """Means, ranks, simulator agreement and paired CRS tests for each dataset, simulator and metric."""
+    """Means, ranks, simulator agreement and paired CRS tests for each dataset, simulator and metric.
+
+    Only cells present in `table` are listed. A cell with fewer than `min_n` values, or whose CI
+    overlaps that of its neighbour in the ranking, carries a `note` instead of being ranked silently.
+    """
     data = table[table["valid"].astype(bool)] if valid_only and "valid" in table else table
+    existing = table[CELL_KEYS].drop_duplicates().sort_values(CELL_KEYS) if len(table) else pd.DataFrame(columns=CELL_KEYS)
     means_rows, rank_rows, agreement_rows, test_rows = [], [], [], []
-    for dataset, part in data.groupby("dataset"):
+    for dataset, cells in existing.groupby("dataset"):
+        part = data[data["dataset"] == dataset]
         for metric in metrics:
             higher = metric not in LOWER_IS_BETTER
-            means = mean_scores(part, metric)  # rows: crs, columns: simulator
+            stats = cell_stats(part, metric, cells, seed=seed, n_resamples=min(n_resamples, 1000))
+            means = stats.pivot(index="crs", columns="simulator", values="mean")  # rows: crs, columns: simulator
             ranks = rank_table(means, higher_is_better=higher)
-            for crs in means.index:
-                for simulator in means.columns:
-                    means_rows.append({"dataset": dataset, "metric": metric, "simulator": simulator, "crs": crs,
-                                       "mean": means.loc[crs, simulator],
-                                       "n": int(pd.to_numeric(part[(part["crs"] == crs) & (part["simulator"] == simulator)][metric],
-                                                              errors="coerce").notna().sum())})
-                    rank_rows.append({"dataset": dataset, "metric": metric, "simulator": simulator, "crs": crs,
-                                      "rank": ranks.loc[crs, simulator]})
+            for simulator, sim_stats in stats.groupby("simulator", sort=False):
+                notes = ranking_notes(sim_stats.set_index("crs"), higher_is_better=higher, min_n=min_n)
+                for row in sim_stats.to_dict("records"):
+                    note = notes[str(row["crs"])]
+                    means_rows.append({"dataset": dataset, "metric": metric, "simulator": simulator, "crs": row["crs"],
+                                       "mean": row["mean"], "n": int(row["n"]), "ci_low": row["ci_low"],
+                                       "ci_high": row["ci_high"], "note": note})
+                    rank_rows.append({"dataset": dataset, "metric": metric, "simulator": simulator, "crs": row["crs"],
+                                      "rank": ranks.loc[row["crs"], simulator], "uncertain": bool(note), "note": note})
             if means.shape[1] >= 2:
                 pairs = simulator_agreement(means, higher_is_better=higher, p=rbo_p)
                 agreement_rows.extend(pairs.assign(dataset=dataset, metric=metric).to_dict("records"))
@@ -189,8 +214,9 @@ def compare(
         for _, idx in significance.groupby(["dataset", "simulator", "metric", "test"]).groups.items():
             significance.loc[idx, "p_holm"] = holm(list(significance.loc[idx, "p_value"]))
     return Comparison(
-        means=pd.DataFrame(means_rows),
-        ranks=pd.DataFrame(rank_rows),
+        means=pd.DataFrame(means_rows, columns=["dataset", "metric", "simulator", "crs", "mean", "n", "ci_low",
+                                                "ci_high", "note"]),
+        ranks=pd.DataFrame(rank_rows, columns=["dataset", "metric", "simulator", "crs", "rank", "uncertain", "note"]),
         agreement=pd.DataFrame(agreement_rows, columns=["dataset", "metric", "simulator_a", "simulator_b", "n_crs",
                                                         "kendall_tau_b", "rbo"]),
         significance=significance,

@@ -1,4 +1,4 @@
-"""Judgment records (judgments.jsonl) as plain dicts and tables, independent of the judges' classes."""
+"""Judgment records (judgments.jsonl) as typed `Judgment` models and as tables."""
 
 from __future__ import annotations
 
@@ -8,22 +8,39 @@ from typing import Any, Iterable
 import pandas as pd
 
 from usersimcrs.core.jsonl import iter_jsonl
+from usersimcrs.errors import DataError
+from usersimcrs.judges.base import Judgment
 
 JUDGMENT_COLUMNS = ["conversation_id", "judge", "name", "value", "scale", "status", "model", "rationale"]
 
 
-def read_judgments(path: str | Path) -> list[dict[str, Any]]:
-    """Every record of a judgments.jsonl file (a missing file gives an empty list)."""
-    return list(iter_jsonl(path))
+def read_judgments(path: str | Path) -> list[Judgment]:
+    """Every record of a judgments.jsonl file as a `Judgment` (a missing file gives an empty list).
+
+    Imported records (e.g. the anchor's, with `raw_value`, `agent_id`, `source`) are read too; a
+    record that is not a judgment at all is a DataError naming the file and line.
+    """
+    from pydantic import ValidationError
+
+    out = []
+    for line, record in enumerate(iter_jsonl(path), start=1):
+        try:
+            out.append(Judgment.model_validate(record))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "record"
+            raise DataError(f"{path}: record {line}: {where}: {first['msg']}") from None
+    return out
 
 
-def judgments_table(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+def judgments_table(records: Iterable[Judgment | dict[str, Any]]) -> pd.DataFrame:
     """A table with the common columns first (value as float, None -> NaN) and a `repeat` column."""
     rows = []
     for record in records:
-        row = dict(record)
+        row = record.model_dump() if isinstance(record, Judgment) else dict(record)
         if "repeat" not in row:  # which judge run this is, for stability over repeated runs
-            metadata = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+            metadata = row.get("metadata") or (row.get("provenance") or {}).get("metadata")
+            metadata = metadata if isinstance(metadata, dict) else {}
             row["repeat"] = metadata.get("repeat", 0)
         rows.append(row)
     table = pd.DataFrame(rows, columns=list(dict.fromkeys([*JUDGMENT_COLUMNS, "repeat", *(k for r in rows for k in r)])))

@@ -89,3 +89,31 @@ def agreement_matrix(pairs: pd.DataFrame, column: str, simulators: Sequence[str]
         matrix.loc[row["simulator_a"], row["simulator_b"]] = row[column]
         matrix.loc[row["simulator_b"], row["simulator_a"]] = row[column]
     return matrix
+
+
+MIN_CELL_N = 10
+
+
+def _overlaps(a: pd.Series, b: pd.Series) -> bool:
+    """Whether two [ci_low, ci_high] intervals share a point (a missing bound counts as no overlap)."""
+    if any(pd.isna(v) for v in (a["ci_low"], a["ci_high"], b["ci_low"], b["ci_high"])):
+        return False
+    return bool(a["ci_low"] <= b["ci_high"] and b["ci_low"] <= a["ci_high"])
+
+
+def ranking_notes(stats: pd.DataFrame, *, higher_is_better: bool = True, min_n: int = MIN_CELL_N) -> dict[str, str]:
+    """Why a CRS's place in one ranking is uncertain: "n<10" and/or "CI overlaps next"/"previous".
+
+    `stats` has one row per CRS (index) with n, mean, ci_low and ci_high; CRSs are ordered as
+    `ranking` orders them and each is compared with its neighbours. An empty note = a clear place.
+    """
+    notes: dict[str, list[str]] = {str(crs): [] for crs in stats.index}
+    for crs, row in stats.iterrows():
+        if int(row["n"]) < min_n:
+            notes[str(crs)].append(f"n<{min_n}")
+    order = ranking(stats["mean"], higher_is_better=higher_is_better)
+    for above, below in zip(order, order[1:]):
+        if _overlaps(stats.loc[above], stats.loc[below]):
+            notes[above].append("CI overlaps next")
+            notes[below].append("CI overlaps previous")
+    return {crs: "; ".join(parts) for crs, parts in notes.items()}

@@ -13,14 +13,18 @@ SUMMARY_COLUMNS = ["subset", "metric", "n", "mean", "std", "ci_low", "ci_high"]
 
 
 def numeric_columns(table: pd.DataFrame, exclude: Iterable[str] = ()) -> list[str]:
-    """Columns holding numbers (booleans count), in table order."""
+    """Columns holding numbers (booleans count), in table order.
+
+    A column with no value at all is kept: it is a metric nobody could measure, and its summary row
+    (n = 0, mean missing) says so instead of the metric silently disappearing.
+    """
     skip = set(exclude)
     out = []
     for column in table.columns:
         if column in skip:
             continue
         series = pd.to_numeric(table[column], errors="coerce")
-        if series.notna().any() and series.notna().sum() == table[column].notna().sum():
+        if series.notna().sum() == table[column].notna().sum():
             out.append(column)
     return out
 

@@ -7,6 +7,9 @@ import asyncio
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from data_converters.augment.base import annotators
+    from usersimcrs.llm.backends import backend_names
+
     parser = subparsers.add_parser(
         "annotate",
         help="add LLM annotations (dialogue acts, information needs) to a converted dataset",
@@ -15,9 +18,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "interrupted run resumes where it stopped. Provenance (model, backend, prompt version) is "
         "stored with every annotation; failures go to annotation_report.<task>.json.",
     )
-    parser.add_argument("task", choices=["dialogue-acts", "information-need"], help="what to annotate")
+    parser.add_argument("task", choices=annotators.names(), help="what to annotate")
     parser.add_argument("folder", metavar="DIR", help="a folder written by 'usersimcrs convert'")
-    parser.add_argument("--llm-backend", default="auto", choices=["auto", "ollama", "openai", "llamacpp"])
+    parser.add_argument("--llm-backend", default="auto", choices=backend_names())
     parser.add_argument("--model", help="model name (ollama/openai) ")
     parser.add_argument("--model-path", help="GGUF file for the llamacpp backend (default: the embedded model)")
     parser.add_argument("--base-url", help="server URL for ollama/openai-compatible backends")

@@ -26,6 +26,10 @@ def handle(args: argparse.Namespace) -> int:
                                           n_resamples=args.resamples, seed=args.seed)
     print(f"{args.matrix_dir}: {table['cell'].nunique()} cells, {len(table)} conversations")
     print(markdown_table(wide_ranks(comparison)), end="")
+    uncertain = int(comparison.ranks["uncertain"].sum()) if not comparison.ranks.empty else 0
+    if uncertain:
+        print(f"{uncertain} of {len(comparison.ranks)} ranks are uncertain (n<10 valid conversations with a value, "
+              "or a 95% CI overlapping the neighbour's): read them as ties")
     if not comparison.agreement.empty:
         print(markdown_table(comparison.agreement), end="")
     print(f"written: {Path(args.matrix_dir) / COMPARISON_DIR}/{{means,ranks,agreement,significance}}.csv")

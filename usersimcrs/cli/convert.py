@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-_BUILTIN = ["redial", "inspired", "opendialkg", "imdb", "iard", "movielens", "crsarena-dial"]
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from data_converters.base import converters
+
     parser = subparsers.add_parser(
         "convert",
         help="convert a benchmark dataset (ReDial, INSPIRED, OpenDialKG, IMDB, IARD, MovieLens, CRSArena-Dial)",
         description="Convert a dataset from its original files into dialogues (JSONL + DialogueKit JSON), "
         "items, information needs, user profiles and a conversion report.",
     )
-    parser.add_argument("dataset", help=f"converter name ({', '.join(_BUILTIN)}, or a registered plug-in)")
+    parser.add_argument("dataset", help=f"converter name: {', '.join(converters.names())}")
     parser.add_argument("--input", "-i", nargs="+", required=True, metavar="PATH", help="raw input files")
     parser.add_argument("--output", "-o", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--skip-bad", action="store_true", help="drop malformed records (listed in the report)")
@@ -25,18 +25,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from data_converters.base import ConvertOptions
-    from data_converters.run import convert
-
     from pydantic import ValidationError
 
+    from data_converters.base import ConvertOptions
+    from data_converters.run import convert
+    from usersimcrs.core.validation import describe_validation_error
     from usersimcrs.errors import UserError
 
     try:
         options = ConvertOptions(skip_bad=args.skip_bad, domain=args.domain, seed=args.seed, holdout=args.holdout)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise UserError(f"--{first['loc'][0]}: {first['msg']}") from None
+        raise UserError(describe_validation_error(exc, source=None, flags=True)) from None
     report = convert(args.dataset, args.input, args.output, options)
     counts = ", ".join(
         f"{k} {report.counts_in[k]} -> {v}" if k in report.counts_in else f"{k} {v}" for k, v in report.counts_out.items()

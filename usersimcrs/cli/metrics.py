@@ -72,13 +72,43 @@ def compute_and_write(run_dir: str | Path, config: "MetricsConfig") -> list[str]
     if (Path(run_dir) / "manifest.json").exists():
         update_manifest(run_dir, {"metrics": {"rates": result.rates, "files": [p.name for p in paths],
                                               "gate": "failed" if messages else "passed"}})
-    means = result.summary.set_index(["subset", "metric"])["mean"]
-    print(f"{run_dir}: {len(data.dialogues)} conversations, failed {result.rates['failed']:.1%}, "
-          f"valid {result.rates['valid']:.1%}")
+    from usersimcrs.metrics.validity import flag_counts
+
+    print(f"{run_dir}: {len(data.dialogues)} conversations, failed {_share(result.rates['failed'])}, "
+          f"valid {_share(result.rates['valid'])}")
     for subset in ("all", "valid"):
-        parts = [f"{m} {means[(subset, m)]:.3f}" for m in HEADLINE if (subset, m) in means and means[(subset, m)] == means[(subset, m)]]
-        print(f"  {subset}: " + ", ".join(parts))
+        print(f"  {subset}: {summary_line(result.summary, subset)}")
+    print(f"  flags: {flags_line(flag_counts(result.conversations))}")
+    if "satisfaction_status" in result.conversations:
+        counts = result.conversations["satisfaction_status"].value_counts()
+        print("  satisfaction status: " + ", ".join(f"{k} {int(v)}" for k, v in sorted(counts.items())))
     return messages
+
+
+def _share(value: float | None) -> str:
+    return "not checked" if value is None else f"{value:.1%}"
+
+
+def summary_line(summary, subset: str, metrics: list[str] = HEADLINE) -> str:
+    """'success 0.600 (n=20), turns ...': each headline metric of a subset with its n; unmeasured ones say so."""
+    rows = summary[summary["subset"] == subset].set_index("metric")
+    parts = []
+    for metric in metrics:
+        if metric not in rows.index:
+            continue
+        n, mean = int(rows.loc[metric, "n"]), rows.loc[metric, "mean"]
+        parts.append(f"{metric} not measured (n=0)" if n == 0 or mean != mean else f"{metric} {mean:.3f} (n={n})")
+    return ", ".join(parts) if parts else "no conversations"
+
+
+def flags_line(counts: dict[str, tuple[int, int]]) -> str:
+    """'too_short 33.3% (n=18), target_leakage not checked (n=0), ...' for every validity flag."""
+    parts = []
+    for flag, (count, checked) in counts.items():
+        if flag == "valid":
+            continue
+        parts.append(f"{flag} not checked (n=0)" if not checked else f"{flag} {count / checked:.1%} (n={checked})")
+    return ", ".join(parts)
 
 
 def handle(args: argparse.Namespace) -> int:

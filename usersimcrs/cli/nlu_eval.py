@@ -12,10 +12,10 @@ import asyncio
 import json
 from typing import Any
 
-BACKENDS = ["auto", "ollama", "openai", "llamacpp"]
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from usersimcrs.llm.backends import backend_names
+
     parser = subparsers.add_parser("nlu-eval", help="score the agenda simulator's NLU on annotated agent utterances")
     parser.add_argument("--dialogues", required=True, help="DialogueKit JSON with annotated dialogue acts")
     parser.add_argument("--nlu", default="rules", help="rules | llm (default rules)")
@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--domain", help="domain YAML (default: slots of --items, else TITLE/GENRE)")
     parser.add_argument("--items", help="item CSV (MovieLens layout) used to recognise titles and slot values")
     parser.add_argument("--limit", type=int, help="score at most this many agent utterances")
-    parser.add_argument("--llm-backend", choices=BACKENDS, default="auto", help="LLM backend for --nlu llm")
+    parser.add_argument("--llm-backend", choices=backend_names(), default="auto", help="LLM backend for --nlu llm")
     parser.add_argument("--model", help="model name for --nlu llm")
     parser.add_argument("--base-url", help="server URL of the backend")
     parser.add_argument("--model-path", help="GGUF file for the llamacpp backend")

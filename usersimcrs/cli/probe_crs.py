@@ -14,8 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from usersimcrs.errors import ConfigError, ConnectorError, UserError
 
 PROBE_MESSAGES = (
@@ -67,7 +65,7 @@ class ProbeReport:
 
 def connector_section(args: argparse.Namespace) -> dict[str, Any]:
     """The connector options from --config, --type/--url and --set (later ones win)."""
-    from usersimcrs.config import read_yaml
+    from usersimcrs.core.yaml_io import parse_yaml, read_yaml
 
     section: dict[str, Any] = {}
     if args.config:
@@ -82,7 +80,7 @@ def connector_section(args: argparse.Namespace) -> dict[str, Any]:
         if "=" not in option:
             raise ConfigError(f"--set {option!r}: expected key=value")
         key, raw = option.split("=", 1)
-        section[key.strip()] = yaml.safe_load(raw)
+        section[key.strip()] = parse_yaml(raw, source=f"--set {key.strip()}")
     return section
 
 

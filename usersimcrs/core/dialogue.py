@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -51,13 +51,33 @@ class Annotation(_Model):
     value: Any = None
 
 
+Resolution = Literal["exact", "normalized", "fuzzy", "ambiguous", "unresolved"]
+
+
 class ItemRef(_Model):
-    """A reference to an item: its collection ID when resolved, else only the raw title."""
+    """A reference to an item: its collection ID when resolved, else only the raw title.
+
+    `resolution` says how a title was matched to the collection (None: not matched by title);
+    an ``ambiguous`` title (several items share it, e.g. remakes) keeps ``id`` None and lists the
+    `candidates`. Both are left out of the JSON when unset, so older files read and write alike.
+    """
 
     id: str | None = None
     title: str | None = None
     score: float | None = None
     raw: str | None = None
+    resolution: Resolution | None = None
+    candidates: list[str] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_resolution(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if isinstance(data, dict):
+            if data.get("resolution") is None:
+                data.pop("resolution", None)
+            if not data.get("candidates"):
+                data.pop("candidates", None)
+        return data
 
     def key(self) -> str:
         """A stable identity for set operations: the ID if resolved, else the lower-cased title."""

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from usersimcrs.core.dialogue import ItemRef
+from usersimcrs.core.dialogue import ItemRef, Resolution
 from usersimcrs.errors import DataError
 
 _YEAR = re.compile(r"\s*\((\d{4})\)\s*$")
@@ -79,7 +79,8 @@ class ItemCollection:
 
     def __init__(self, items: Iterable[Item] = ()) -> None:
         self._items: dict[str, Item] = {}
-        self._by_title: dict[str, list[str]] = {}
+        self._by_title: dict[str, list[str]] = {}  # normalised title -> IDs
+        self._by_exact: dict[str, list[str]] = {}  # case-folded title as written (and display form) -> IDs
         self._choices: list[str] | None = None
         for item in items:
             self.add(item)
@@ -87,6 +88,8 @@ class ItemCollection:
     def add(self, item: Item) -> None:
         self._items[item.id] = item
         self._by_title.setdefault(normalize_title(item.title), []).append(item.id)
+        for key in {_exact_key(item.title), _exact_key(display_title(item.title))}:
+            self._by_exact.setdefault(key, []).append(item.id)
         self._choices = None
 
     def __len__(self) -> int:
@@ -120,33 +123,55 @@ class ItemCollection:
                 seen.setdefault(value, None)
         return list(seen)
 
-    def find_by_title(self, title: str, *, fuzzy: bool = True, min_score: float = 90.0) -> Item | None:
-        """Find an item by title; a year in the query breaks ties and must agree when present."""
-        if not title:
-            return None
+    def match_title(self, title: str, *, fuzzy: bool = True, min_score: float = 90.0) -> "TitleMatch":
+        """How `title` maps to the collection: one item (exact, normalised or fuzzy), several
+        equally good items (ambiguous: a bare title shared by remakes), or none.
+
+        Exact and normalised lookups are dict hits on indexes built as items are added; the fuzzy
+        scan runs only on a miss. A year in the query must agree with the item's year.
+        """
+        if not title or not title.strip():
+            return TitleMatch(resolution="unresolved")
         _, year = split_year(title)
+        exact = self._by_exact.get(_exact_key(title), [])
+        if exact:
+            return _match_by_year([self._items[i] for i in exact], year, "exact")
         key = normalize_title(title)
-        candidates = [self._items[i] for i in self._by_title.get(key, [])]
-        if candidates:
-            return _pick_by_year(candidates, year)
+        normalised = self._by_title.get(key, [])
+        if normalised:
+            return _match_by_year([self._items[i] for i in normalised], year, "normalized")
         if not fuzzy or not self._items:
-            return None
+            return TitleMatch(resolution="unresolved")
         from rapidfuzz import fuzz, process
 
         if self._choices is None:
             self._choices = list(self._by_title)
         matches = process.extract(key, self._choices, scorer=fuzz.ratio, limit=5, score_cutoff=min_score)
-        pool = [self._items[i] for match, _, _ in matches for i in self._by_title[match]]
-        return _pick_by_year(pool, year) if pool else None
+        if not matches:
+            return TitleMatch(resolution="unresolved")
+        best = matches[0][1]
+        pool = [self._items[i] for match, score, _ in matches if score == best for i in self._by_title[match]]
+        if year is not None:  # a year that agrees with one of the near-misses settles it
+            dated = [item for item in (self._items[i] for match, _, _ in matches for i in self._by_title[match])
+                     if item.year == year]
+            pool = dated or pool
+        return _match_by_year(pool, year, "fuzzy", score=best)
+
+    def find_by_title(self, title: str, *, fuzzy: bool = True, min_score: float = 90.0) -> Item | None:
+        """The one item `title` names, or None when none or several match (see `match_title`)."""
+        match = self.match_title(title, fuzzy=fuzzy, min_score=min_score)
+        return self._items[match.item_id] if match.item_id is not None else None
 
     def resolve(self, ref: ItemRef) -> ItemRef:
-        """Fill in the collection ID of a title-only reference when the title can be matched."""
+        """Fill in the collection ID of a title-only reference when the title names one item.
+
+        A bare title shared by several items stays unresolved (``id`` None) with
+        ``resolution="ambiguous"`` and the candidate IDs, instead of silently picking one.
+        """
         if ref.id is not None and ref.id in self._items:
             return ref
-        item = self.find_by_title(ref.title or ref.raw or "")
-        if item is None:
-            return ref
-        return ref.model_copy(update={"id": item.id, "title": item.title})
+        match = self.match_title(ref.title or ref.raw or "")
+        return apply_match(ref, match, self)
 
     @classmethod
     def from_csv(
@@ -215,11 +240,42 @@ class ItemCollection:
         }
 
 
-def _pick_by_year(candidates: list[Item], year: int | None) -> Item | None:
-    if year is None:
-        return candidates[0]
-    for item in candidates:
-        if item.year == year:
-            return item
-    undated = [item for item in candidates if item.year is None]
-    return undated[0] if undated else None
+class TitleMatch(BaseModel):
+    """The outcome of matching one title: the item (when exactly one fits) or the candidates."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    resolution: Resolution
+    item_id: str | None = None
+    candidates: list[str] = Field(default_factory=list)
+    score: float | None = None
+
+
+def apply_match(ref: ItemRef, match: TitleMatch, items: "ItemCollection") -> ItemRef:
+    """`ref` updated with a match: the item's ID and title, or the ambiguity and its candidates."""
+    if match.item_id is not None:
+        item = items.get(match.item_id)
+        return ref.model_copy(update={"id": match.item_id, "title": item.title if item else ref.title,
+                                      "resolution": match.resolution, "candidates": []})
+    return ref.model_copy(update={"resolution": match.resolution, "candidates": list(match.candidates)})
+
+
+def _exact_key(title: str) -> str:
+    return _SPACES.sub(" ", title or "").strip().casefold()
+
+
+def _match_by_year(candidates: list[Item], year: int | None, how: Resolution, score: float | None = None) -> TitleMatch:
+    """One item when the year (or a single candidate) singles it out; else ambiguous or unresolved.
+
+    A query year must agree with the item's year (undated items are accepted); several items left
+    over (remakes sharing a title, duplicates) make the title ambiguous.
+    """
+    unique = list({item.id: item for item in candidates}.values())
+    if year is not None:
+        dated = [item for item in unique if item.year == year]
+        unique = dated or [item for item in unique if item.year is None]
+    if not unique:
+        return TitleMatch(resolution="unresolved")
+    if len(unique) == 1:
+        return TitleMatch(resolution=how, item_id=unique[0].id, score=score)
+    return TitleMatch(resolution="ambiguous", candidates=[item.id for item in unique], score=score)

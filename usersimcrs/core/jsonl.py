@@ -14,6 +14,7 @@ from typing import Any, Iterator, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import DataError
 
 M = TypeVar("M", bound=BaseModel)
@@ -52,9 +53,7 @@ def read_models(path: str | Path, model: type[M]) -> list[M]:
         try:
             out.append(model.model_validate(obj))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise DataError(f"{path}: record {number}: {where}: {first['msg']}") from exc
+            raise DataError(describe_validation_error(exc, source=f"{path}: record {number}")) from exc
     return out
 
 

@@ -7,6 +7,7 @@ conversation failed with its reason and keeps the turns so far; it never stops t
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from usersimcrs.engine.context import RunContext
 from usersimcrs.engine.ids import conversation_id, conversation_seed
 from usersimcrs.errors import ConfigError
 from usersimcrs.simulators.base import Stop, UserSimulator, simulators
+
+RAW_LIMIT_BYTES = 16 * 1024  # the most JSON of one CRS reply's raw payload kept on its utterance
 
 
 @dataclass(frozen=True)
@@ -128,9 +131,10 @@ class ConversationRunner:
         if not isinstance(reply, CRSReply):
             raise TypeError(f"connector returned {type(reply).__name__}, expected CRSReply")
         items = reply.items
-        if self.context.items is not None:
-            items = [self.context.items.resolve(i) if i.id is None else i for i in items]
-        metadata = {"items_from_text": True} if reply.items_from_text else {}
+        if self.context.items is not None:  # refs the connector already matched (ambiguous ones too) stay as they are
+            items = [self.context.items.resolve(i) if i.id is None and i.resolution is None else i for i in items]
+        metadata: dict[str, Any] = {"items_from_text": True} if reply.items_from_text else {}
+        metadata.update(bounded_raw(reply.raw))
         dialogue.add(
             Utterance(
                 participant=AGENT,
@@ -140,6 +144,26 @@ class ConversationRunner:
                 metadata=metadata,
             )
         )
+
+
+def bounded_raw(raw: Any, limit: int = RAW_LIMIT_BYTES) -> dict[str, Any]:
+    """The CRS's raw payload as utterance metadata (`crs_raw`), at most `limit` bytes of JSON.
+
+    A larger payload is kept as a prefix string of its JSON with `crs_raw_truncated: true` and
+    `crs_raw_bytes` (its full size), so one huge reply cannot bloat `dialogues.jsonl`.
+    Nothing is stored when the connector sent no raw payload.
+    """
+    if raw is None:
+        return {}
+    try:
+        encoded = json.dumps(raw, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # e.g. a self-referencing object from an in-process CRS
+        encoded = json.dumps(repr(raw), ensure_ascii=False)
+    size = len(encoded.encode("utf-8"))
+    if size <= limit:
+        return {"crs_raw": json.loads(encoded)}  # a JSON-safe copy (objects become strings)
+    prefix = encoded.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
+    return {"crs_raw": prefix, "crs_raw_truncated": True, "crs_raw_bytes": size}
 
 
 def _fail(dialogue: Dialogue, reason: str) -> None:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from usersimcrs.config import RunConfig, absolutize, read_yaml, validate_section
 from usersimcrs.engine.loop import run_coroutine
 from usersimcrs.engine.manifest import read_manifest
+from usersimcrs.engine.preflight import check_distinct
 from usersimcrs.errors import ConfigError
 
 CELLS_DIR = "cells"
@@ -249,6 +250,9 @@ def run_matrix(path: str | Path, output_dir: str | Path, *, progress: bool = Tru
     output_dir.mkdir(parents=True, exist_ok=True)
     metrics_config = validate_section(MetricsConfig, config.metrics, source=str(path), prefix="metrics")
     cells = plan_cells(config, output_dir, path)
+    # an unreachable CRS stops the matrix with one line before any cell runs
+    todo = [cell for cell in cells if not is_complete(cell)]
+    run_coroutine(check_distinct([(cell.config.crs, cell.name) for cell in todo]), matrix_loop(cells))
     summary = MatrixSummary(output_dir=output_dir)
     started = time.perf_counter()
     write_index(output_dir, config, cells, summary)

@@ -1,4 +1,5 @@
-"""A progress bar for long runs: done, failed, LLM tokens and retries, ETA (quiet when not a terminal)."""
+"""A progress bar for long runs and judge runs: done, failed, LLM tokens and retries, ETA (quiet when
+not a terminal)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,16 @@ from typing import Any
 
 
 class RunProgress:
-    """Wraps rich's progress bar; a no-op when disabled or stderr is not a terminal."""
+    """Wraps rich's progress bar; a no-op when disabled or stderr is not a terminal.
 
-    def __init__(self, total: int, done: int = 0, *, enabled: bool = True, llms: Any = None) -> None:
+    `label` names what is counted (simulated conversations by default; e.g. "judge quality").
+    """
+
+    def __init__(
+        self, total: int, done: int = 0, *, enabled: bool = True, llms: Any = None, label: str = "conversations"
+    ) -> None:
         self.total = total
+        self.label = label
         self.done = done
         self.failed = 0
         self.llms = llms
@@ -23,7 +30,7 @@ class RunProgress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             self._progress = Progress(
-                TextColumn("[bold]conversations"),
+                TextColumn(f"[bold]{self.label}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[stats]}"),

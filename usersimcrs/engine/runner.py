@@ -1,13 +1,16 @@
 """Runs the conversations of a run with at most C at once, streaming each to `dialogues.jsonl`.
 
 Conversation i always gets the same ID and seed, so a killed run resumes by skipping the IDs
-already on disk, and a rerun with the same cache reproduces the same conversations.
+already completed on disk, and a rerun with the same cache reproduces the same conversations.
+On resume, failed conversations are run again (unless `keep_failed`): their lines are first
+removed from `dialogues.jsonl` by an atomic rewrite, so no reader ever sees one ID twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +26,7 @@ from usersimcrs.engine.conversation import ConversationRunner, plan
 from usersimcrs.engine.loop import current_loop_kind, frozen_heap, run_coroutine
 from usersimcrs.engine.manifest import environment, read_manifest, write_manifest
 from usersimcrs.engine.progress import RunProgress
-from usersimcrs.errors import ConfigError, UserError
+from usersimcrs.errors import ConfigError, DataError, UserError
 
 DIALOGUES = "dialogues.jsonl"
 
@@ -35,7 +38,9 @@ class RunSummary:
     output_dir: Path
     completed: int = 0
     failed: int = 0
-    skipped: int = 0
+    skipped: int = 0  # conversations already on disk and kept (completed ones; failed ones with keep_failed)
+    retried: int = 0  # failed conversations of an earlier session run again
+    ambiguous_items: int = 0  # recommended titles that several items share, over the whole file
     wall_s: float = 0.0
     llm: dict[str, Any] = field(default_factory=dict)
 
@@ -112,6 +117,48 @@ def completed_ids(path: Path) -> set[str]:
     return {str(rec["conversation_id"]) for rec in iter_jsonl(path) if "conversation_id" in rec}
 
 
+def failed_ids(path: Path) -> set[str]:
+    """IDs of the failed conversations written to `path`."""
+    return {str(rec["conversation_id"]) for rec in iter_jsonl(path) if rec.get("status") != "ok" and "conversation_id" in rec}
+
+
+def drop_failed(path: Path) -> set[str]:
+    """Rewrite `path` without its failed records (and without a torn last line or a repeated ID).
+
+    Kept lines are copied byte for byte into a temp file that replaces `path` atomically
+    (`os.replace`), so a reader sees either the old file or the new one, never a mix, and a crash
+    mid-rewrite leaves the old file whole. Returns the IDs of the dropped failed records.
+    """
+    dropped: set[str] = set()
+    seen: set[str] = set()
+    tmp = path.with_name(path.name + ".tmp")
+    with path.open("rb") as source, tmp.open("wb") as target:
+        for number, raw in enumerate(source, start=1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                if not raw.endswith(b"\n"):  # a torn last line: never a complete record
+                    break
+                target.close()
+                tmp.unlink(missing_ok=True)
+                raise DataError(f"{path}:{number}: not valid JSON ({exc})") from exc
+            cid = str(record.get("conversation_id")) if isinstance(record, dict) else None
+            if cid is not None and record.get("status") != "ok":
+                dropped.add(cid)
+                continue
+            if cid is not None and cid in seen:
+                continue
+            if cid is not None:
+                seen.add(cid)
+            target.write(raw if raw.endswith(b"\n") else raw + b"\n")
+        target.flush()
+        os.fsync(target.fileno())
+    os.replace(tmp, path)
+    return dropped
+
+
 async def iter_conversations(
     config: RunConfig, context: RunContext, indices: Iterable[int], *, source: str = "config"
 ) -> AsyncIterator[Dialogue]:
@@ -142,7 +189,8 @@ async def iter_conversations(
         await asyncio.gather(*workers, return_exceptions=True)
 
 
-def _prepare_output(output_dir: Path, resume: bool, overwrite: bool) -> set[str]:
+def _prepare_output(output_dir: Path, resume: bool, overwrite: bool, keep_failed: bool = False) -> tuple[set[str], set[str]]:
+    """(IDs to skip, failed IDs removed to be run again) for the run folder, after any clean-up."""
     output_dir.mkdir(parents=True, exist_ok=True)
     dialogues = output_dir / DIALOGUES
     if dialogues.exists() and dialogues.stat().st_size > 0:
@@ -150,11 +198,14 @@ def _prepare_output(output_dir: Path, resume: bool, overwrite: bool) -> set[str]
             dialogues.unlink()
             for name in ("manifest.json", "judgments.jsonl", "metrics.csv", "metrics_summary.csv"):
                 (output_dir / name).unlink(missing_ok=True)
-            return set()
+            return set(), set()
         if not resume:
             raise UserError(f"{output_dir} already holds a run; use --resume to continue it or --overwrite")
-        return completed_ids(dialogues)
-    return set()
+        if keep_failed or not failed_ids(dialogues):
+            return completed_ids(dialogues), set()
+        retried = drop_failed(dialogues)
+        return completed_ids(dialogues), retried
+    return set(), set()
 
 
 async def run_async(
@@ -163,18 +214,23 @@ async def run_async(
     *,
     resume: bool = False,
     overwrite: bool = False,
+    keep_failed: bool = False,
     context: RunContext | None = None,
     source: str = "config",
 ) -> RunSummary:
-    """Run (or resume) `config` into `output_dir`; see module docstring."""
+    """Run (or resume) `config` into `output_dir`; see module docstring.
+
+    `keep_failed`: on resume, leave failed conversations as they are instead of running them again.
+    """
     output_dir = Path(output_dir)
-    done = _prepare_output(output_dir, resume, overwrite)
-    previous = read_manifest(output_dir) if resume else {}
+    previous = read_manifest(output_dir) if resume and not overwrite else {}
     if previous and previous.get("config_hash") not in (None, config.config_hash()):
         raise UserError(f"{output_dir}: the config changed since this run started; resume needs the same config")
+    done, retried = _prepare_output(output_dir, resume, overwrite, keep_failed)
     own_context = context is None
     context = context or build_context(config, output_dir)
-    summary = RunSummary(output_dir=output_dir, skipped=len(done))
+    wanted = {plan(config, i).conversation_id for i in range(config.conversations)}
+    summary = RunSummary(output_dir=output_dir, skipped=len(done & wanted), retried=len(retried & wanted))
     indices = [i for i in range(config.conversations) if plan(config, i).conversation_id not in done]
     manifest = _manifest(config, previous, status="running")
     # counted at the start, so that a session killed before its final write still counts
@@ -204,6 +260,7 @@ async def run_async(
         usage = _sum_usage(_usage(context), remote_usage)
         summary.llm = _sum_usage(previous.get("llm", {}), usage)
         counts = _count(output_dir / DIALOGUES)
+        summary.ambiguous_items = counts["ambiguous_items"]
         complete = counts["completed"] + counts["failed"] >= config.conversations
         manifest = _manifest(config, previous, status="completed" if complete else "interrupted")
         manifest["dialogues"] = counts
@@ -221,7 +278,7 @@ async def run_async(
 
 
 def run(config: RunConfig, output_dir: str | Path, resume: bool = False, overwrite: bool = False, **kw: Any) -> RunSummary:
-    """Synchronous entry point around `run_async`."""
+    """Synchronous entry point around `run_async` (`kw`: keep_failed, context, source)."""
     return run_coroutine(run_async(config, output_dir, resume=resume, overwrite=overwrite, **kw), config.event_loop)
 
 
@@ -247,9 +304,13 @@ def _sum_usage(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def _count(path: Path) -> dict[str, int]:
-    counts = {"completed": 0, "failed": 0}
+    """Completed and failed conversations in `path`, and the recommended titles left ambiguous."""
+    counts = {"completed": 0, "failed": 0, "ambiguous_items": 0}
     for rec in iter_jsonl(path):
         counts["completed" if rec.get("status") == "ok" else "failed"] += 1
+        counts["ambiguous_items"] += sum(
+            1 for utt in rec.get("utterances", []) for item in utt.get("items", []) if item.get("resolution") == "ambiguous"
+        )
     return counts
 
 
@@ -265,7 +326,7 @@ def _manifest(config: RunConfig, previous: dict[str, Any], *, status: str) -> di
         "models": {"default": {"backend": llm.get("backend"), "model": llm.get("model")}, **config.llm_components},
         "environment": {**environment(), "event_loop": _loop_kind()},
         "created": previous.get("created") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "dialogues": previous.get("dialogues", {"completed": 0, "failed": 0}),
+        "dialogues": previous.get("dialogues", {"completed": 0, "failed": 0, "ambiguous_items": 0}),
         "llm": previous.get("llm", {}),
     }
 

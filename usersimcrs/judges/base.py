@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal, Mapping, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.llm.base import Message
@@ -18,6 +19,8 @@ Status = Literal["ok", "parse_error", "out_of_range", "llm_error", "missing_inpu
 """Why a judgment has (or lacks) a value. Anything but "ok" comes with ``value=None``."""
 
 FAILED_STATUSES = ("parse_error", "out_of_range", "llm_error", "missing_input")
+
+T = TypeVar("T")
 
 
 class JudgeUsage(BaseModel):
@@ -45,7 +48,13 @@ class JudgeUsage(BaseModel):
 
 
 class Judgment(BaseModel):
-    """One score of one conversation by one judge; a failed score is ``None`` with its status, never 0."""
+    """One score of one conversation by one judge; a failed score is ``None`` with its status, never 0.
+
+    `model` is the ``backend:model`` that produced it (a comma-joined list for the debate's roles);
+    judgments of several models live side by side, keyed by `key()`. Imported records (e.g. the
+    anchor toolkit's) carry `raw_value`, `agent_id` and `source`; any other unknown field is kept
+    in `provenance` rather than rejected.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -61,10 +70,29 @@ class Judgment(BaseModel):
     usage: JudgeUsage = Field(default_factory=JudgeUsage)
     attempts: int = 0
     raw: Any = None
+    raw_value: Any = Field(default=None, description="the original score of an imported record (before range checks)")
+    agent_id: str | None = Field(default=None, description="the CRS an imported record is about")
+    source: str | None = Field(default=None, description="where a record came from when not judged here, e.g. 'imported'")
+    provenance: dict[str, Any] = Field(default_factory=dict, description="fields of other producers, kept as is")
 
-    def key(self) -> tuple[str, str, str]:
-        """(conversation, judge, name): what makes a judgment unique in `judgments.jsonl`."""
-        return (self.conversation_id, self.judge, self.name)
+    @model_validator(mode="before")
+    @classmethod
+    def _tolerate_foreign_fields(cls, data: Any) -> Any:
+        """None for text fields becomes ""; unknown keys move into `provenance` (nothing is dropped)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for key in ("model", "rationale"):
+            if key in data and data[key] is None:
+                data[key] = ""
+        unknown = {k: data.pop(k) for k in list(data) if k not in cls.model_fields}
+        if unknown:
+            data["provenance"] = {**(data.get("provenance") or {}), **unknown}
+        return data
+
+    def key(self) -> tuple[str, str, str, str]:
+        """(conversation, judge, name, model): what makes a judgment unique in `judgments.jsonl`."""
+        return (self.conversation_id, self.judge, self.name, self.model)
 
 
 class PlannedCall(BaseModel):
@@ -86,8 +114,8 @@ class JudgeOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rubric: str | None = Field(None, description="built-in rubric name or path to a YAML file of the same schema")
-    criteria: list[str] | None = Field(None, description="rate only these criteria (default: all)")
+    rubric: str | None = Field(default=None, description="built-in rubric name or path to a YAML file of the same schema")
+    criteria: list[str] | None = Field(default=None, description="rate only these criteria (default: all)")
     max_attempts: int = Field(3, ge=1, le=10, description="LLM calls per score before giving up")
     temperature: float = 0.0
     max_tokens: int = Field(256, ge=16)
@@ -121,6 +149,27 @@ class Judge(ABC):
     def plan(self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None = None) -> list[PlannedCall]:
         """The calls `score` would make on a first attempt (for `--dry-run`)."""
 
+    def all_names(self) -> list[str]:
+        """Every judgment name that must be stored for a conversation to count as done (own and reused)."""
+        return list(self.names())
+
+    def reused_judges(self) -> list[str]:
+        """Other judges whose stored judgments this one builds on and does not redo (none by default)."""
+        return []
+
+    def name_components(self) -> dict[str, list[str]]:
+        """Judgment name -> the LLM components that produce it (for per-model resume)."""
+        return {}
+
+    def model_for(self, name: str, resolve: Callable[[str], str]) -> str:
+        """The ``backend:model`` that would produce judgment `name`, as it is recorded on the judgment."""
+        return ",".join(sorted({resolve(c) for c in self.name_components().get(name, [])}))
+
+    def accepts(self, stored: Judgment, model: str) -> bool:
+        """Whether a stored judgment counts as done when `model` would judge it now (records written
+        before judgments carried the backend name the bare model name)."""
+        return stored.model == model or (":" not in stored.model and stored.model == model.partition(":")[2])
+
     def component_chains(self) -> dict[str, list[str]]:
         """LLM component -> the names a models map may set it under, most specific first."""
         return {}
@@ -130,7 +179,24 @@ class Judge(ABC):
         return list(self.component_chains())
 
 
-JUDGES: Registry[type[Judge]] = Registry(
+async def gather_all(*aws: Awaitable[T]) -> list[T]:
+    """Await all in parallel; the first failure cancels the rest and is raised as is (not wrapped)."""
+    tasks: list[asyncio.Task] = []
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(aw) for aw in aws]  # type: ignore[arg-type]
+    except BaseExceptionGroup as grouped:
+        raise _first_leaf(grouped) from None
+    return [task.result() for task in tasks]
+
+
+def _first_leaf(grouped: BaseExceptionGroup) -> BaseException:
+    """The first non-group exception inside `grouped`."""
+    first = grouped.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+judges: Registry[type[Judge]] = Registry(
     "judges",
     {
         "quality": "usersimcrs.judges.quality:QualityJudge",

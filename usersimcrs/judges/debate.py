@@ -14,14 +14,14 @@ produced a valid score makes the final value ``None`` with that role's failure s
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rubrics import DebateRole, DebateRubric, load_debate
 from usersimcrs.core.dialogue import Dialogue
-from usersimcrs.judges.base import Judge, JudgeOptions, JudgeUsage, Judgment, PlannedCall, Status
+from usersimcrs.errors import UserError
+from usersimcrs.judges.base import Judge, JudgeOptions, JudgeUsage, Judgment, PlannedCall, Status, gather_all
 from usersimcrs.judges.components import role_chain
 from usersimcrs.judges.core12 import Core12Judge
 from usersimcrs.judges.estimate import COMPLETION_FILL, expected_completion_tokens
@@ -77,6 +77,16 @@ class DebateJudge(Judge):
     # ------------------------------------------------------------------ naming
     def names(self) -> list[str]:
         return [OVERALL]
+
+    def all_names(self) -> list[str]:
+        """The overall score and every CoRE factor it argues from."""
+        return [OVERALL, *self.factor_judge.names()]
+
+    def reused_judges(self) -> list[str]:
+        return [FACTOR_JUDGE]
+
+    def name_components(self) -> dict[str, list[str]]:
+        return {**self.factor_judge.name_components(), OVERALL: [self.component(r) for r in self.debate.roles]}
 
     def component(self, role: DebateRole) -> str:
         return role_chain(role.name)[0]
@@ -135,6 +145,8 @@ class DebateJudge(Judge):
         component = self.component(role)
         try:
             llm = context.llm(component)
+        except UserError:
+            raise
         except Exception as exc:  # noqa: BLE001
             return DebateEntry(round=round_no, evaluator=role.name, score=None, statement="", status="llm_error",
                                error=str(exc)[:500]), JudgeUsage()
@@ -165,7 +177,7 @@ class DebateJudge(Judge):
         stop_reason = "round_limit"
         for round_no in range(1, self.max_rounds + 1):
             snapshot = list(buffer)
-            results = await asyncio.gather(
+            results = await gather_all(
                 *(self._role_turn(r, view, factors, snapshot, round_no, context) for r in self.debate.roles)
             )
             scores: dict[str, float | None] = {}

@@ -7,9 +7,12 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+from usersimcrs.errors import UserError
 from usersimcrs.judges.base import JudgeUsage, Status
 from usersimcrs.llm.base import LLM, LLMResult, Message
+from usersimcrs.llm.failures import PermanentLLMError
 from usersimcrs.llm.structured import json_candidates
 
 _NUMBER = r"(-?\d+(?:\.\d+)?)"
@@ -153,6 +156,29 @@ def _usage_of(result: LLMResult) -> JudgeUsage:
     )
 
 
+def model_key(llm: Any) -> str:
+    """``backend:model`` of an LLM (or of a result), the model identity recorded on a judgment."""
+    backend, model = getattr(llm, "backend", "") or "", getattr(llm, "model", "") or ""
+    return f"{backend}:{model}" if backend and model else model
+
+
+def public_url(url: str | None) -> str:
+    """`url` without user info or query (they may carry credentials), for error messages."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def permanent_failure(llm: Any, exc: PermanentLLMError) -> PermanentLLMError:
+    """`exc` with the model and server named, so that the one line the user sees says what to fix."""
+    url = public_url(getattr(getattr(llm, "config", None), "base_url", None))
+    where = f"model {model_key(llm) or '?'}" + (f" at {url}" if url else "")
+    return PermanentLLMError(f"{exc.reason} ({where})")
+
+
 async def ask_score(
     llm: LLM,
     messages: list[Message],
@@ -166,12 +192,14 @@ async def ask_score(
 ) -> ScoreOutcome:
     """Ask for a score; on an unreadable or invalid reply, say what was wrong and ask again (bounded).
 
-    An LLM failure (after the provider's own retries) ends the attempts with status ``llm_error``.
+    A transient LLM failure (after the provider's own retries) ends the attempts with status
+    ``llm_error``; a permanent one (refused key, unknown model, wrong URL) or a configuration error
+    is raised, since every other call would fail the same way.
     """
     usage = JudgeUsage()
     replies: list[str] = []
     conversation = list(messages)
-    model = getattr(llm, "model", "") or ""
+    model = model_key(llm)
     last = ParsedScore(None, "", "parse_error", "no attempt made")
     for attempt in range(1, max_attempts + 1):
         try:
@@ -183,11 +211,15 @@ async def ask_score(
                 schema=spec.schema(),
                 component=component,
             )
-        except Exception as exc:  # noqa: BLE001 - any backend failure is recorded, never raised
+        except PermanentLLMError as exc:
+            raise permanent_failure(llm, exc) from None
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a transient backend failure is recorded, not raised
             error = f"{type(exc).__name__}: {exc}"[:500]
             return ScoreOutcome(None, "", "llm_error", error, usage, attempt, model, replies)
         usage = usage.add(_usage_of(result))
-        model = result.model or model
+        model = model_key(result) or model
         replies.append(result.text)
         last = read_score(result.text, result.parsed, spec)
         if last.status == "ok":

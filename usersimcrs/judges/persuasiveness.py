@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.engine.context import RunContext
 
 RECORDED_KEY = "persuasiveness"
+RECORDED_MODEL = "simulator"
 
 
 class PersuasivenessOptions(JudgeOptions):
@@ -46,10 +47,14 @@ class PersuasivenessJudge(RubricJudge):
             out.append(
                 self._judgment(
                     view, criterion, value=None if problem else number, status=status, error=problem,
-                    rationale="rating recorded by the user simulator", model="simulator", raw={"recorded": value},
+                    rationale="rating recorded by the user simulator", model=RECORDED_MODEL, raw={"recorded": value},
                 )
             )
         return out
+
+    def accepts(self, stored: Judgment, model: str) -> bool:
+        """A rating the simulator recorded is done whichever model would judge now."""
+        return stored.model == RECORDED_MODEL or super().accepts(stored, model)
 
     async def score(
         self, dialogue: Dialogue, context: "RunContext", existing: Mapping[str, Judgment] | None = None

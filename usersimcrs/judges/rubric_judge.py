@@ -3,15 +3,15 @@ quality, CoRE, PEPPER and persuasiveness judges)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, ClassVar, Mapping
 
 from rubrics import Criterion, Rubric, load_rubric
 from usersimcrs.core.dialogue import Dialogue
-from usersimcrs.judges.base import Judge, JudgeOptions, Judgment, PlannedCall
+from usersimcrs.errors import UserError
+from usersimcrs.judges.base import Judge, JudgeOptions, Judgment, PlannedCall, gather_all
 from usersimcrs.judges.components import criterion_chain
 from usersimcrs.judges.estimate import expected_completion_tokens
-from usersimcrs.judges.parsing import ScoreSpec, ask_score
+from usersimcrs.judges.parsing import ScoreSpec, ask_score, model_key
 from usersimcrs.judges.prompt_builder import ConversationView, criterion_messages
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,6 +41,9 @@ class RubricJudge(Judge):
     def component_chains(self) -> dict[str, list[str]]:
         return {self.component(c): criterion_chain(self.name, c.name) for c in self.criteria}
 
+    def name_components(self) -> dict[str, list[str]]:
+        return {c.name: [self.component(c)] for c in self.criteria}
+
     def spec(self, criterion: Criterion) -> ScoreSpec:
         low, high = self.rubric.scale
         allowed = tuple(float(v) for v in criterion.allowed) if criterion.allowed is not None else None
@@ -60,19 +63,24 @@ class RubricJudge(Judge):
         return [c for c in self.criteria if c.name not in done]
 
     async def score_criterion(self, view: ConversationView, criterion: Criterion, context: "RunContext") -> Judgment:
-        """One criterion: a missing input is recorded without a call; otherwise ask with retries."""
-        missing = view.missing(criterion.inputs)
-        if missing:
-            return self._judgment(
-                view, criterion, value=None, status="missing_input",
-                error=f"the conversation has no {', '.join(missing)}",
-            )
-        messages = criterion_messages(self.rubric, criterion, view)
+        """One criterion: a missing input is recorded without a call; otherwise ask with retries.
+
+        A configuration error (no key, unknown backend) is raised: no criterion could be scored.
+        """
         component = self.component(criterion)
         try:
             llm = context.llm(component)
-        except Exception as exc:  # noqa: BLE001 - a missing backend is recorded like any LLM failure
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any other failure to get the LLM is recorded
             return self._judgment(view, criterion, value=None, status="llm_error", error=str(exc)[:500])
+        missing = view.missing(criterion.inputs)
+        if missing:
+            return self._judgment(
+                view, criterion, value=None, status="missing_input", model=model_key(llm),
+                error=f"the conversation has no {', '.join(missing)}",
+            )
+        messages = criterion_messages(self.rubric, criterion, view)
         outcome = await ask_score(
             llm,
             messages,
@@ -101,7 +109,7 @@ class RubricJudge(Judge):
     ) -> list[Judgment]:
         view = ConversationView.from_dialogue(dialogue)
         tasks = [self.score_criterion(view, c, context) for c in self.pending(existing)]
-        return list(await asyncio.gather(*tasks))
+        return await gather_all(*tasks)
 
     def plan(self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None = None) -> list[PlannedCall]:
         view = ConversationView.from_dialogue(dialogue)

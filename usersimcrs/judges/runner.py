@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl
-from usersimcrs.judges.base import Judge, JudgeUsage, Judgment, PlannedCall
-from usersimcrs.judges.debate import FACTOR_JUDGE, OVERALL, DebateJudge
+from usersimcrs.judges.base import Judge, JudgeUsage, Judgment, PlannedCall, gather_all
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.engine.context import RunContext
@@ -23,9 +22,6 @@ MIN_SYSTEM_TURNS = 2
 RETRY_ON_RESUME = ("llm_error",)
 """Statuses that a later `judge` invocation tries again (transient failures); others are final."""
 
-Records = dict[tuple[str, str], Judgment]
-
-
 def invalid_reason(dialogue: Dialogue) -> str | None:
     """Why a conversation should not be judged: it failed, or the system spoke fewer than twice."""
     if dialogue.status != "ok":
@@ -35,32 +31,46 @@ def invalid_reason(dialogue: Dialogue) -> str | None:
     return None
 
 
-def load_judgments(path: Path) -> dict[str, Records]:
-    """Stored judgments by conversation, keyed (judge, name); transient failures are left out (retried)."""
-    out: dict[str, Records] = {}
+def load_judgments(path: Path) -> dict[str, list[Judgment]]:
+    """Stored judgments by conversation; transient failures are left out (a later invocation retries them)."""
+    out: dict[str, list[Judgment]] = {}
     for record in iter_jsonl(path):
         judgment = Judgment.model_validate(record)
         if judgment.status in RETRY_ON_RESUME:
             continue
-        out.setdefault(judgment.conversation_id, {})[(judgment.judge, judgment.name)] = judgment
+        out.setdefault(judgment.conversation_id, []).append(judgment)
     return out
 
 
-def existing_for(judge: Judge, records: Records) -> dict[str, Judgment]:
-    """The stored judgments `judge` should not redo, keyed by name (the debate also reuses CoRE factors)."""
-    mine = {name: j for (judge_name, name), j in records.items() if judge_name == judge.name}
-    if isinstance(judge, DebateJudge):
-        factors = {name: j for (judge_name, name), j in records.items() if judge_name == FACTOR_JUDGE}
-        mine = {**factors, **({OVERALL: mine[OVERALL]} if OVERALL in mine else {})}
-    return mine
+ModelOf = Callable[[str], str]
+"""Judgment name -> the ``backend:model`` that would produce it now."""
+
+
+def existing_for(judge: Judge, records: Iterable[Judgment], model_of: ModelOf) -> dict[str, Judgment]:
+    """The stored judgments `judge` should not redo, by name: its own and those of the judges it reuses,
+    made by the model that would judge each name now (another model's judgments are not this one's)."""
+    wanted = set(judge.all_names())
+    order = [*judge.reused_judges(), judge.name]  # own records win over reused ones of the same name
+    chosen: dict[str, Judgment] = {}
+    for judge_name in order:
+        for record in records:
+            if record.judge == judge_name and record.name in wanted and judge.accepts(record, model_of(record.name)):
+                chosen[record.name] = record
+    return chosen
 
 
 def is_done(judge: Judge, existing: Mapping[str, Judgment]) -> bool:
-    """Whether every judgment `judge` produces for a conversation is stored already."""
-    names = list(judge.names())
-    if isinstance(judge, DebateJudge):
-        names += judge.factor_judge.names()
-    return all(n in existing for n in names)
+    """Whether every judgment `judge` needs for a conversation is stored already."""
+    return all(n in existing for n in judge.all_names())
+
+
+@dataclass
+class ModelTally:
+    """Judgments written and tokens spent by one judge model in one invocation."""
+
+    judgments: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    usage: JudgeUsage = field(default_factory=JudgeUsage)
 
 
 @dataclass
@@ -74,6 +84,17 @@ class JudgeRunSummary:
     written: int = 0
     statuses: Counter = field(default_factory=Counter)
     usage: JudgeUsage = field(default_factory=JudgeUsage)
+    by_model: dict[str, ModelTally] = field(default_factory=dict)
+
+    def add(self, judgment: Judgment) -> None:
+        """Count one written judgment, overall and for its model."""
+        self.written += 1
+        self.statuses[judgment.status] += 1
+        self.usage = self.usage.add(judgment.usage)
+        tally = self.by_model.setdefault(judgment.model, ModelTally())
+        tally.judgments += 1
+        tally.statuses[judgment.status] += 1
+        tally.usage = tally.usage.add(judgment.usage)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -84,11 +105,20 @@ class JudgeRunSummary:
             "judgments_written": self.written,
             "statuses": dict(self.statuses),
             "usage": self.usage.model_dump(),
+            "by_model": {
+                model: {"judgments": t.judgments, "statuses": dict(t.statuses), "usage": t.usage.model_dump()}
+                for model, t in sorted(self.by_model.items())
+            },
         }
 
 
 def select(
-    dialogues: Iterable[Dialogue], judge: Judge, stored: Mapping[str, Records], *, include_invalid: bool
+    dialogues: Iterable[Dialogue],
+    judge: Judge,
+    stored: Mapping[str, list[Judgment]],
+    model_of: ModelOf,
+    *,
+    include_invalid: bool,
 ) -> tuple[list[tuple[Dialogue, dict[str, Judgment]]], JudgeRunSummary]:
     """The conversations still to judge (with what is stored for each) and the counts of the rest."""
     summary = JudgeRunSummary()
@@ -99,7 +129,7 @@ def select(
         if reason is not None and not include_invalid:
             summary.skipped_invalid[reason] += 1
             continue
-        existing = existing_for(judge, stored.get(dialogue.conversation_id, {}))
+        existing = existing_for(judge, stored.get(dialogue.conversation_id, []), model_of)
         if is_done(judge, existing):
             summary.already_done += 1
             continue
@@ -127,26 +157,31 @@ async def judge_run(
     concurrency: int = 4,
     on_done: Callable[[Dialogue, list[Judgment]], None] | None = None,
 ) -> JudgeRunSummary:
-    """Judge `todo` with at most `concurrency` conversations in flight, appending as each finishes."""
+    """Judge `todo` with at most `concurrency` conversations in flight, appending as each finishes.
+
+    The first exception (a permanent LLM failure, a configuration error) cancels every conversation
+    still in flight and is raised as is; what was written before stays.
+    """
     gate = asyncio.Semaphore(max(1, concurrency))
-    writer = JsonlWriter(out_path)
+    writers: list[JsonlWriter] = []  # opened at the first judgment: an aborted run leaves no empty file
 
     async def one(dialogue: Dialogue, existing: dict[str, Judgment]) -> None:
         async with gate:
             judgments = await judge.score(dialogue, context, existing)
         for judgment in judgments:
-            writer.write(judgment)
-            summary.written += 1
-            summary.statuses[judgment.status] += 1
-            summary.usage = summary.usage.add(judgment.usage)
+            if not writers:
+                writers.append(JsonlWriter(out_path))
+            writers[0].write(judgment)
+            summary.add(judgment)
         summary.judged += 1
         if on_done is not None:
             on_done(dialogue, judgments)
 
     try:
-        await asyncio.gather(*(one(d, e) for d, e in todo))
+        await gather_all(*(one(d, e) for d, e in todo))
     finally:
-        writer.close()
+        for writer in writers:
+            writer.close()
     return summary
 
 
@@ -161,14 +196,20 @@ def _add_counts(base: Any, extra: Any) -> Any:
 
 
 def record_usage(run_dir: Path, judge_name: str, summary: JudgeRunSummary, llm_usage: Mapping[str, Any]) -> dict:
-    """Add this invocation's judge tokens to ``manifest.json`` under ``judges`` (summed over invocations)."""
+    """Add this invocation's judge tokens to ``manifest.json`` under ``judges`` (summed over invocations),
+    overall, per judge and per judge model (``by_model[backend:model][judge]``)."""
     from usersimcrs.engine.manifest import read_manifest, update_manifest
 
     current = read_manifest(run_dir).get("judges", {})
     usage = summary.usage.model_dump()
+    by_model = {
+        model: {judge_name: {**tally.usage.model_dump(), "judgments": tally.judgments}}
+        for model, tally in summary.by_model.items()
+    }
     patch = {
         "usage": _add_counts(current.get("usage", {}), usage),
         "by_judge": _add_counts(current.get("by_judge", {}), {judge_name: usage}),
+        "by_model": _add_counts(current.get("by_model", {}), by_model),
         "llm": _add_counts(current.get("llm", {}), dict(llm_usage)),
         "statuses": _add_counts(current.get("statuses", {}), {judge_name: dict(summary.statuses)}),
         "skipped_invalid": dict(summary.skipped_invalid),

@@ -23,7 +23,7 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
@@ -52,6 +52,7 @@ class LLM(ABC):
 
     backend: str = "abstract"
     model: str = ""
+    max_parallel_calls: int | None = None  # a backend that serves fewer calls at once caps its slot to this
 
     @abstractmethod
     async def complete(
@@ -66,5 +67,5 @@ class LLM(ABC):
     ) -> LLMResult:
         """Complete a chat; with `schema`, the reply is constrained to it and parsed into `parsed`."""
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook
+    async def aclose(self) -> None:
         """Release connections."""

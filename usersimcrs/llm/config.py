@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class LLMConfig(BaseModel):
@@ -12,11 +12,13 @@ class LLMConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    backend: Literal["auto", "ollama", "openai", "llamacpp"] = "auto"
+    backend: str = Field("auto", description="a name in the llm_backends registry (entry points included), or auto")
     model: str | None = None
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    headers_env: dict[str, str] = Field(default_factory=dict, description="header name -> env var name")
+    headers_env: dict[str, str] = Field(
+        default_factory=dict, description="header name -> name of the environment variable holding its value"
+    )
     client: Literal["official", "aiohttp"] = Field(
         "official",
         description=(
@@ -40,7 +42,17 @@ class LLMConfig(BaseModel):
     n_threads: int | None = None
     options: dict[str, Any] = Field(default_factory=dict)
 
-    def merged(self, override: dict[str, Any] | "LLMConfig" | None) -> "LLMConfig":
+    @field_validator("backend")
+    @classmethod
+    def _registered_backend(cls, value: str) -> str:
+        """Only names the llm_backends registry knows (built-in or entry point), so a typo fails early."""
+        from usersimcrs.llm.backends import backend_names, llm_backends  # the registry imports this module
+
+        if value != "auto" and ":" not in value and value not in llm_backends:  # "pkg.module:Factory" is imported
+            raise ValueError(f"unknown LLM backend {value!r}; known: {', '.join(backend_names())}")
+        return value
+
+    def merged(self, override: dict[str, Any] | LLMConfig | None) -> LLMConfig:
         """This config with the fields set in `override` replaced (per-component model maps)."""
         if override is None:
             return self

@@ -38,27 +38,6 @@ def status_error(backend: str, status: int, message: str, retry_after_s: float |
     return PermanentLLMError(reason)
 
 
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date); None if absent."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    from email.utils import parsedate_to_datetime
-    from datetime import datetime, timezone
-
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
-
-
 def redact(text: str, secrets: list[str]) -> str:
     """`text` with every secret value replaced by ***, so reasons can be logged and recorded."""
     for secret in secrets:

@@ -7,7 +7,8 @@ semaphores bound to a closed loop would fail, so each is created lazily for the 
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 

@@ -7,15 +7,17 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+from usersimcrs.core.retry import RetryableFailure, RetryPolicy
 from usersimcrs.errors import LLMError, UserError
 from usersimcrs.llm.base import LLM, LLMResult, Message, Usage
 from usersimcrs.llm.cache import CachedReply, ResponseCache, cache_key, is_cacheable
 from usersimcrs.llm.config import LLMConfig
-from usersimcrs.llm.loops import PerLoop
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, shorten
+from usersimcrs.llm.loops import PerLoop
 from usersimcrs.llm.structured import StructuredOutputError, parse_structured
 from usersimcrs.llm.usage import UsageCounts, UsageTracker
 
@@ -31,9 +33,12 @@ class BackendSlot:
     _semaphore: PerLoop[asyncio.Semaphore] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        # the embedded model serves one request at a time: queueing here (not at its lock) keeps
-        # waiting time out of the per-call timeout
-        limit = 1 if self.config.backend == "llamacpp" else max(1, self.config.max_concurrency)
+        # a backend may serve fewer requests at once than configured (the embedded model: one);
+        # queueing here (not at its lock) keeps waiting time out of the per-call timeout
+        limit = max(1, self.config.max_concurrency)
+        own_limit = getattr(self.backend, "max_parallel_calls", None)  # duck-typed plug-ins may lack it
+        if own_limit:
+            limit = min(limit, own_limit)
         self._semaphore = PerLoop(lambda: asyncio.Semaphore(limit))
 
     @property
@@ -45,13 +50,6 @@ class BackendSlot:
     def model_key(self) -> str:
         """`backend:model`, the key of the per-model usage slice."""
         return f"{self.backend.backend}:{self.backend.model}"
-
-
-def backoff_delay(attempt: int, base_s: float, cap_s: float, rng: random.Random, retry_after_s: float | None) -> float:
-    """Wait before retry `attempt` (1-based): exponential with jitter (half fixed, half random), or Retry-After."""
-    exponential = min(cap_s, base_s * (2 ** (attempt - 1)))
-    jittered = exponential / 2 + rng.uniform(0, exponential / 2)
-    return min(cap_s, retry_after_s) if retry_after_s else jittered
 
 
 def coerce_messages(messages: list[Message] | list[dict[str, str]]) -> list[Message]:
@@ -83,6 +81,7 @@ class _Attempts:
     failure: str | None = None
     unparsed_text: str | None = None
     parse_error: str | None = None
+    spent: Usage = field(default_factory=Usage)
 
 
 class ManagedLLM(LLM):
@@ -98,6 +97,7 @@ class ManagedLLM(LLM):
         self.cache = cache
         self.backend = slot.backend.backend
         self.model = slot.backend.model
+        self.policy = RetryPolicy(attempts=max(0, config.retries) + 1, base_s=config.backoff_s, cap_s=config.max_wait_s)
 
     async def complete(
         self,
@@ -124,9 +124,9 @@ class ManagedLLM(LLM):
                 schema=schema,
             )
         )
-        use_cache = self.cache is not None and is_cacheable(temperature, seed)
-        if use_cache:
-            hit = self.cache.get(key.value)
+        cache = self.cache if self.cache is not None and is_cacheable(temperature, seed) else None
+        if cache is not None:
+            hit = cache.get(key.value)
             if hit is not None:
                 self.tracker.record(who, self.slot.model_key, UsageCounts(cache_hits=1))
                 return LLMResult(
@@ -143,8 +143,8 @@ class ManagedLLM(LLM):
         finally:
             self.tracker.record(who, self.slot.model_key, state.counts)
         result.latency_s = time.perf_counter() - started
-        if use_cache and result.parse_error is None:
-            self.cache.put(
+        if cache is not None and result.parse_error is None:
+            cache.put(
                 key.value,
                 CachedReply(text=result.text, parsed=result.parsed, usage=result.usage, model=self.model, backend=self.backend),
             )
@@ -152,7 +152,7 @@ class ManagedLLM(LLM):
 
     async def _attempt_loop(
         self,
-        key: "_LazyKey",
+        key: _LazyKey,
         messages: list[Message],
         temperature: float,
         max_tokens: int,
@@ -161,59 +161,66 @@ class ManagedLLM(LLM):
         state: _Attempts,
     ) -> LLMResult:
         config = self.config
-        attempts = max(0, config.retries) + 1
-        rng: random.Random | None = None  # seeded from the request key, made only if a retry waits
-        spent = Usage()
-        retry_after: float | None = None
-        for attempt in range(attempts):
-            if attempt:
+        policy = self.policy
+        rngs: list[random.Random] = []  # seeded from the request key, made only if a retry waits
+
+        def rng() -> random.Random:
+            if not rngs:
+                rngs.append(random.Random(int(key.value[:16], 16)))
+            return rngs[0]
+
+        def on_retry(number: int, failure: RetryableFailure, delay: float) -> None:
+            log.info("llm %s retry %d/%d in %.2fs: %s", self.slot.model_key, number - 1, policy.attempts - 1, delay, failure)
+
+        async def attempt(number: int) -> LLMResult:
+            if number > 1:
                 state.counts.retries += 1
-                rng = rng or random.Random(int(key.value[:16], 16))
-                delay = backoff_delay(attempt, config.backoff_s, config.max_wait_s, rng, retry_after)
-                log.info("llm %s retry %d/%d in %.2fs: %s", self.slot.model_key, attempt, attempts - 1, delay, state.failure)
-                await asyncio.sleep(delay)
             call_temperature, call_seed = temperature, seed
             if state.parse_error is not None:  # resample rather than repeat an unparseable answer
                 call_temperature = max(temperature, config.parse_retry_temperature)
-                call_seed = (seed if seed is not None else int(key.value[:8], 16)) + attempt
-            retry_after = None
+                call_seed = (seed if seed is not None else int(key.value[:8], 16)) + number - 1
             try:
                 raw = await self._one_call(messages, call_temperature, max_tokens, call_seed, schema)
             except TransientLLMError as exc:
-                state.failure, retry_after = exc.reason, exc.retry_after_s
-                continue
+                state.failure = exc.reason
+                raise RetryableFailure(exc.reason, exc.retry_after_s) from None
             except PermanentLLMError:
                 raise
             except LLMError as exc:
                 state.failure = shorten(str(exc))
-                continue
-            spent = spent + raw.usage
+                raise RetryableFailure(state.failure) from None
+            state.spent = state.spent + raw.usage
             state.counts.prompt_tokens += raw.usage.prompt_tokens
             state.counts.completion_tokens += raw.usage.completion_tokens
             if not raw.text.strip():
                 state.failure = f"{self.backend}: empty completion"
                 if schema is not None:
                     state.parse_error, state.unparsed_text = "empty completion", raw.text
-                continue
+                raise RetryableFailure(state.failure)
             if schema is None:
-                return LLMResult(text=raw.text, usage=spent, model=self.model, backend=self.backend)
+                return LLMResult(text=raw.text, usage=state.spent, model=self.model, backend=self.backend)
             try:
                 parsed = parse_structured(raw.text, schema)
             except StructuredOutputError as exc:
                 state.parse_error, state.unparsed_text = str(exc), raw.text
                 state.failure = f"{self.backend}: unparseable structured output ({exc})"
-                continue
-            return LLMResult(text=raw.text, parsed=parsed, usage=spent, model=self.model, backend=self.backend)
+                raise RetryableFailure(state.failure) from None
+            return LLMResult(text=raw.text, parsed=parsed, usage=state.spent, model=self.model, backend=self.backend)
+
+        try:
+            return await policy.run(attempt, rng=rng, on_retry=on_retry)
+        except RetryableFailure:
+            pass
         if schema is not None and state.unparsed_text is not None:
             return LLMResult(
                 text=state.unparsed_text,
                 parsed=None,
-                usage=spent,
+                usage=state.spent,
                 model=self.model,
                 backend=self.backend,
-                parse_error=shorten(f"{state.parse_error} (after {attempts} attempts)"),
+                parse_error=shorten(f"{state.parse_error} (after {policy.attempts} attempts)"),
             )
-        raise LLMError(shorten(f"{state.failure or self.backend + ': no answer'} (after {attempts} attempts)"))
+        raise LLMError(shorten(f"{state.failure or self.backend + ': no answer'} (after {policy.attempts} attempts)"))
 
     async def _one_call(
         self, messages: list[Message], temperature: float, max_tokens: int, seed: int | None, schema: dict | None

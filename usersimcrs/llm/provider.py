@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.backends import build_backend
 from usersimcrs.llm.backends.auto_select import resolve_auto
@@ -48,9 +49,7 @@ class LLMProvider:
         try:
             return self.config.merged(override)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            raise ConfigError(f"llm_components.{component}.{where}: {first['msg']}") from None
+            raise ConfigError(describe_validation_error(exc, source=None, prefix=f"llm_components.{component}")) from None
 
     def resolved_config(self, component: str) -> LLMConfig:
         """The component's config with 'auto' replaced by the chosen backend (probed once per config)."""

@@ -20,7 +20,7 @@ class UsageCounts(BaseModel):
     retries: int = 0
     errors: int = 0
 
-    def add(self, other: "UsageCounts") -> None:
+    def add(self, other: UsageCounts) -> None:
         """Add `other`'s counts into this one (plain int fields, so the field dict is updated directly)."""
         mine, theirs = self.__dict__, other.__dict__
         for name in COUNTERS:

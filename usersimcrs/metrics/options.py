@@ -36,6 +36,11 @@ class MetricOptions(BaseModel):
         description="an act whose intent, split at . _ -, has one of these parts is an acceptance",
     )
     success_end_reasons: list[str] = Field(default_factory=lambda: ["target_accepted", "target_hit"])
+    failure_end_reasons: list[str] = Field(
+        default_factory=lambda: ["agenda_done", "user_gave_up", "max_rounds_no_hit"],
+        description="end reasons that show the user did not accept (agenda and target-biased stop rules); "
+        "with the success reasons they are the end reasons that make success measurable without acts",
+    )
     reward: RewardConfig = Field(default_factory=RewardConfig)
     satisfaction: bool = True
     families: list[str] | None = Field(None, description="metric families to compute; None = all registered")

@@ -95,7 +95,7 @@ class RunMetrics:
     conversations: pd.DataFrame
     summary: pd.DataFrame
     by_turn: pd.DataFrame
-    rates: dict[str, float]
+    rates: dict[str, float | None]
 
 
 def evaluate(data: RunData, config: MetricsConfig | None = None) -> RunMetrics:
@@ -135,15 +135,18 @@ def write_metrics(run_dir: str | Path, result: RunMetrics) -> list[Path]:
     return paths
 
 
-def gate_messages(rates: dict[str, float], config: MetricsConfig) -> list[str]:
-    """One line per exceeded threshold (empty when the run passes the gate)."""
+def gate_messages(rates: dict[str, float | None], config: MetricsConfig) -> list[str]:
+    """One line per exceeded threshold (empty when the run passes the gate or has no conversations)."""
     messages = []
-    if config.max_failure_rate is not None and rates["failed"] > config.max_failure_rate:
+    failed, valid = rates.get("failed"), rates.get("valid")
+    if config.max_failure_rate is not None and failed is not None and failed > config.max_failure_rate:
         messages.append(
-            f"failure rate {rates['failed']:.1%} exceeds the allowed {config.max_failure_rate:.1%}"
+            f"failure rate {failed:.1%} exceeds the allowed {config.max_failure_rate:.1%}"
         )
-    invalid = 1.0 - rates["valid"]
-    if config.max_invalid_rate is not None and invalid > config.max_invalid_rate:
+    if valid is None and (config.max_failure_rate is not None or config.max_invalid_rate is not None):
+        messages.append("no conversations to check")
+    invalid = None if valid is None else 1.0 - valid
+    if config.max_invalid_rate is not None and invalid is not None and invalid > config.max_invalid_rate:
         messages.append(f"invalid rate {invalid:.1%} exceeds the allowed {config.max_invalid_rate:.1%}")
     return messages
 

@@ -30,12 +30,26 @@ def recommendation_rounds(dialogue: Dialogue) -> list[int]:
     return [i for i, u in enumerate(dialogue.utterances) if u.participant == AGENT and u.items]
 
 
-def accepted_rounds(dialogue: Dialogue, options: MetricOptions) -> list[int]:
+def has_acceptance_signal(dialogue: Dialogue, options: MetricOptions) -> bool:
+    """Whether the dialogue could show an acceptance at all: user acts, utterance feedback or a known end reason.
+
+    LLM users and imported human dialogues carry none of these; their success is unknown, not 0.
+    """
+    if dialogue.end_reason in options.success_end_reasons or dialogue.end_reason in options.failure_end_reasons:
+        return True
+    if any(u.dialogue_acts for u in dialogue.user_turns):
+        return True
+    return any(u.feedback is not None for u in dialogue.utterances)
+
+
+def accepted_rounds(dialogue: Dialogue, options: MetricOptions) -> list[int] | None:
     """Recommendation rounds the user accepted: positive feedback on it, or an accept in the reply.
 
     When the run ended with a success reason but no round shows it (no acts, no feedback), the last
-    recommendation round counts as the accepted one.
+    recommendation round counts as the accepted one. None when the dialogue has no acceptance signal.
     """
+    if not has_acceptance_signal(dialogue, options):
+        return None
     utterances = dialogue.utterances
     accepted = []
     for position in recommendation_rounds(dialogue):
@@ -48,8 +62,13 @@ def accepted_rounds(dialogue: Dialogue, options: MetricOptions) -> list[int]:
     return accepted
 
 
-def is_success(dialogue: Dialogue, options: MetricOptions) -> bool:
-    """A recommendation was accepted: an accept act, positive feedback, or a success end reason."""
+def is_success(dialogue: Dialogue, options: MetricOptions) -> bool | None:
+    """A recommendation was accepted: an accept act, positive feedback, or a success end reason.
+
+    None (not measured) when the dialogue has no acceptance signal (see `has_acceptance_signal`).
+    """
+    if not has_acceptance_signal(dialogue, options):
+        return None
     if dialogue.end_reason in options.success_end_reasons:
         return True
     if any(accepts(u, options) for u in dialogue.utterances):
@@ -72,12 +91,16 @@ def agent_repeats(dialogue: Dialogue) -> int:
     return sum(1 for a, b in zip(texts, texts[1:]) if a and a == b)
 
 
-def reward(dialogue: Dialogue, config: RewardConfig) -> float:
+def reward(dialogue: Dialogue, config: RewardConfig) -> float | None:
     """DialogueKit's reward for one dialogue: full points minus missing-intent penalties, repeats, turn cost.
 
     DialogueKit looks for the intents over the whole set of dialogues; here each dialogue is scored
-    on its own user intents (the base intent before a dot, as DialogueKit compares them).
+    on its own user intents (the base intent before a dot, as DialogueKit compares them). With an
+    intent table but no user acts at all the penalties cannot be told apart from missing annotation,
+    so the reward is None (not measured).
     """
+    if config.intents and not any(u.dialogue_acts for u in dialogue.user_turns):
+        return None
     seen = {act.intent.split(".")[0].upper() for u in dialogue.user_turns for act in u.dialogue_acts}
     points = config.full_set_points
     points -= sum(p for intent, p in config.intents.items() if intent.split(".")[0].upper() not in seen)
@@ -87,7 +110,7 @@ def reward(dialogue: Dialogue, config: RewardConfig) -> float:
 
 
 class SuccessFamily(MetricFamily):
-    """success, successful-round ratio, hit within N turns, reward and reward per turn."""
+    """success, successful-round ratio, hit within N turns, reward and reward per turn (None when not measured)."""
 
     name = "success"
 
@@ -97,13 +120,14 @@ class SuccessFamily(MetricFamily):
         accepted = accepted_rounds(dialogue, options)
         turns = len(dialogue.user_turns)
         points = reward(dialogue, options.reward)
+        success = is_success(dialogue, options)
         out: dict[str, Value] = {
-            "success": float(is_success(dialogue, options)),
+            "success": None if success is None else float(success),
             "recommendation_rounds": len(rounds),
-            "accepted_rounds": len(accepted),
-            "successful_round_ratio": len(accepted) / len(rounds) if rounds else None,
+            "accepted_rounds": None if accepted is None else len(accepted),
+            "successful_round_ratio": len(accepted) / len(rounds) if rounds and accepted is not None else None,
             "reward": points,
-            "reward_per_turn": points / turns if turns else None,
+            "reward_per_turn": points / turns if turns and points is not None else None,
         }
         for n in options.hit_within:
             out[f"hit_within_{n}"] = hit_within(dialogue, n, options.hit_k)

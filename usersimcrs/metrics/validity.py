@@ -11,6 +11,11 @@ finished one (the anchor's judge gave such dialogues 4.7-4.9 of 5). Flags:
   it (target-biased and target-free users describe targets without naming them);
 - ``judge_parse_failure``: a judgment of the conversation has no value (the judge's reply did not parse);
 - ``truncated_by_turn_limit``: the run stopped it at the turn limit (end reason "max_turns").
+
+A flag that could not be evaluated is None ("not checked"), never False: leakage without targets
+(or for a simulator that may name them), a judge parse failure without any judgment of the
+conversation, truncation without an end reason. An unchecked flag never makes a conversation
+invalid, and its rate is None over n = 0 checked conversations.
 """
 
 from __future__ import annotations
@@ -75,16 +80,22 @@ def _contains_title(text: str, key: str) -> bool:
 
 def leaked_targets(dialogue: Dialogue, min_chars: int = 4) -> list[str]:
     """Target titles that a USER utterance says outright."""
-    keys = {}
-    for target in targets_of(dialogue):
-        key = normalize_title(target.title or target.raw or "")
-        if len(key) >= min_chars:
-            keys[key] = target.title or target.raw or key
+    keys = checkable_titles(dialogue, min_chars)
     leaked = []
     for key, title in keys.items():
         if any(_contains_title(u.text, key) for u in dialogue.user_turns):
             leaked.append(title)
     return leaked
+
+
+def checkable_titles(dialogue: Dialogue, min_chars: int = 4) -> dict[str, str]:
+    """Normalised target title -> display title, for targets whose title is long enough to check."""
+    keys = {}
+    for target in targets_of(dialogue):
+        key = normalize_title(target.title or target.raw or "")
+        if len(key) >= min_chars:
+            keys[key] = target.title or target.raw or key
+    return keys
 
 
 def simulator_of(dialogue: Dialogue, default: str | None) -> str | None:
@@ -107,6 +118,16 @@ def parse_failures(judgments: Iterable[dict[str, Any]]) -> set[str]:
     return {str(j.get("conversation_id")) for j in judgments if j.get("value") is None}
 
 
+def leakage_flag(dialogue: Dialogue, simulator: str | None, options: ValidityOptions) -> tuple[bool | None, list[str]]:
+    """(target_leakage, leaked titles); None when not checked: simulator exempt or no checkable target title."""
+    if not _checks_leakage(simulator_of(dialogue, simulator), options):
+        return None, []
+    if not checkable_titles(dialogue, options.min_title_chars):
+        return None, []
+    leaks = leaked_targets(dialogue, options.min_title_chars)
+    return bool(leaks), leaks
+
+
 def flag_conversations(
     dialogues: list[Dialogue],
     *,
@@ -117,27 +138,48 @@ def flag_conversations(
 ) -> pd.DataFrame:
     """One row per conversation: every flag, `leaked` titles, and `valid` (no invalidating flag set)."""
     options = options or ValidityOptions()
+    judgments = list(judgments)
     unparsed = parse_failures(judgments)
+    judged = {str(j.get("conversation_id")) for j in judgments}
     rows = []
     for d in dialogues:
-        leaks = leaked_targets(d, options.min_title_chars) if _checks_leakage(simulator_of(d, simulator), options) else []
-        row = {
+        leakage, leaks = leakage_flag(d, simulator, options)
+        row: dict[str, Any] = {
             "conversation_id": d.conversation_id,
             "failed": d.status == "failed",
             "too_short": len(d.utterances) < options.min_utterances or len(d.agent_turns) < options.min_system_turns,
             "repetition_loop": repetition_loop(d, options.repeat_k),
-            "target_leakage": bool(leaks),
-            "judge_parse_failure": d.conversation_id in unparsed,
-            "truncated_by_turn_limit": d.end_reason == max_turns_reason,
+            "target_leakage": leakage,
+            "judge_parse_failure": (d.conversation_id in unparsed) if d.conversation_id in judged else None,
+            "truncated_by_turn_limit": (d.end_reason == max_turns_reason) if d.end_reason is not None else None,
             "leaked": "; ".join(leaks),
         }
-        row["valid"] = not any(row[flag] for flag in options.invalidating)
+        row["valid"] = not any(row[flag] is True for flag in options.invalidating)
         rows.append(row)
-    return pd.DataFrame(rows, columns=["conversation_id", *FLAGS, "leaked", "valid"])
+    table = pd.DataFrame(rows, columns=["conversation_id", *FLAGS, "leaked", "valid"])
+    return table.astype({flag: object for flag in FLAGS})
 
 
-def flag_rates(flags: pd.DataFrame) -> dict[str, float]:
-    """Share of conversations carrying each flag, and the share that is valid."""
-    if flags.empty:
-        return {flag: 0.0 for flag in [*FLAGS, "valid"]}
-    return {flag: float(flags[flag].mean()) for flag in [*FLAGS, "valid"]}
+def is_set(values: pd.Series) -> pd.Series:
+    """True where a flag is set; unchecked (None/NaN) and False are not set. Works on CSV-read columns too."""
+    return values.map(lambda v: v is True or (isinstance(v, (int, float)) and not pd.isna(v) and bool(v))
+                      or (isinstance(v, str) and v.strip().lower() == "true"))
+
+
+def is_checked(values: pd.Series) -> pd.Series:
+    """True where a flag was evaluated (True or False), False where it holds None/NaN ("not checked")."""
+    return values.map(lambda v: not (v is None or (isinstance(v, float) and pd.isna(v)) or v == ""))
+
+
+def flag_counts(flags: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Flag -> (conversations with it set, conversations where it was checked), and the same for valid."""
+    out = {}
+    for flag in [*FLAGS, "valid"]:
+        column = flags[flag] if flag in flags else pd.Series([], dtype=object)
+        out[flag] = (int(is_set(column).sum()), int(is_checked(column).sum()))
+    return out
+
+
+def flag_rates(flags: pd.DataFrame) -> dict[str, float | None]:
+    """Share of checked conversations carrying each flag, and the share that is valid; None = not checked (n=0)."""
+    return {flag: (count / checked if checked else None) for flag, (count, checked) in flag_counts(flags).items()}

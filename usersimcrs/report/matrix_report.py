@@ -18,7 +18,7 @@ from usersimcrs.analysis.ranking import agreement_matrix
 from usersimcrs.metrics.run_files import MetricsConfig, load_run
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
-from usersimcrs.report.sections import add_judgment_sections, add_per_turn_plots
+from usersimcrs.report.sections import add_judgment_sections, add_per_turn_plots, failure_reasons
 from usersimcrs.report.tables import write_table
 
 REPORT_DIR = "report"
@@ -58,17 +58,42 @@ def cells_table(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _mean_label(mean: float, n: int, note: str) -> str:
+    """'0.600 (n=20)', '– (n=0)', with a trailing '*' when the cell carries a note (small n, overlapping CI)."""
+    value = "–" if pd.isna(mean) else f"{mean:.3f}"
+    return f"{value} (n={int(n)})" + (" *" if note else "")
+
+
+def _rank_label(rank: float, note: str) -> str:
+    """'1', '2.5', '–' for no value, with the note in brackets: '1 (n<10; CI overlaps next)'."""
+    value = "–" if pd.isna(rank) else (str(int(rank)) if float(rank).is_integer() else f"{rank:g}")
+    return f"{value} ({note})" if note else value
+
+
 def wide_means(comparison: Comparison) -> pd.DataFrame:
-    """Rows (dataset, simulator, crs), one column per metric (valid conversations)."""
-    wide = comparison.means.pivot_table(index=["dataset", "simulator", "crs"], columns="metric", values="mean")
-    order = list(dict.fromkeys(comparison.means["metric"]))
-    return wide[[m for m in order if m in wide]].reset_index()
+    """Rows = existing (dataset, simulator, crs) cells, one column per metric: 'mean (n=..)' on valid conversations."""
+    means = comparison.means
+    if means.empty:
+        return pd.DataFrame(columns=["dataset", "simulator", "crs"])
+    labels = means.assign(label=[_mean_label(m, n, note) for m, n, note in zip(means["mean"], means["n"], means["note"])])
+    wide = labels.pivot(index=["dataset", "simulator", "crs"], columns="metric", values="label")
+    order = list(dict.fromkeys(means["metric"]))
+    wide = wide[[m for m in order if m in wide]].reset_index()
+    wide.columns.name = None
+    return wide
 
 
 def wide_ranks(comparison: Comparison) -> pd.DataFrame:
-    """Rows (dataset, metric, crs), one column per simulator: the CRS's rank (1 = best)."""
-    wide = comparison.ranks.pivot_table(index=["dataset", "metric", "crs"], columns="simulator", values="rank")
-    wide = wide.map(lambda r: int(r) if float(r).is_integer() else r).astype(object) if not wide.empty else wide
+    """Rows (dataset, metric, crs), one column per simulator: the CRS's rank (1 = best) and why it is uncertain.
+
+    A simulator x CRS combination that was never run reads "not run" (it is not a missing value).
+    """
+    ranks = comparison.ranks
+    if ranks.empty:
+        return pd.DataFrame(columns=["dataset", "metric", "crs"])
+    labels = ranks.assign(label=[_rank_label(r, note) for r, note in zip(ranks["rank"], ranks["note"])])
+    wide = labels.pivot(index=["dataset", "metric", "crs"], columns="simulator", values="label").fillna("not run")
+    wide.columns.name = None
     return wide.reset_index()
 
 
@@ -87,13 +112,32 @@ def build_matrix_report(
         subtitle=f"{table['simulator'].nunique()} simulators × {table['crs'].nunique()} CRSs × "
         f"{table['dataset'].nunique()} datasets · {len(table)} conversations",
     )
+    records, groups, dialogues = [], {}, []
+    for cell in discover_cells(matrix_dir):
+        data = load_run(cell.run_dir)
+        records.extend(data.judgments)
+        dialogues.extend(data.dialogues)
+        for d in data.dialogues:
+            groups[d.conversation_id] = f"{cell.simulator} · {cell.crs}" + (
+                f" · {cell.dataset}" if table["dataset"].nunique() > 1 else "")
     report.section("Cells")
     report.table("cells", cells_table(table), caption="Conversations per cell, share failed and share valid.")
+    failures = failure_reasons(dialogues)
+    if not failures.empty:
+        report.heading("What went wrong")
+        report.table("failure_reasons", failures, caption="Errors of failed conversations (all cells) grouped into "
+                     "reasons (numbers, IDs, URLs and quoted values replaced), with example conversation IDs.")
     report.section("CRS comparison")
     report.text("Means over valid conversations; ranks are per simulator (1 = best). Paired tests compare CRSs on the "
                 "same simulated users (conversation i of every cell), two-sided, with Holm's correction per family.")
-    report.table("means", wide_means(comparison), caption="Mean per metric (valid conversations).")
-    report.table("ranks", wide_ranks(comparison), caption="Rank of each CRS under each simulator.")
+    uncertain = comparison.ranks[comparison.ranks["uncertain"]] if not comparison.ranks.empty else comparison.ranks
+    if len(uncertain):
+        report.text(f"{len(uncertain)} of {len(comparison.ranks)} ranks are uncertain: fewer than 10 valid conversations "
+                    "with a value (n<10) or a 95% CI that overlaps the neighbour's in the ranking; read them as ties.",
+                    note=True)
+    report.table("means", wide_means(comparison),
+                 caption="Mean per metric and its n (valid conversations); * = n<10 or CI overlapping a neighbour.")
+    report.table("ranks", wide_ranks(comparison), caption="Rank of each CRS under each simulator, with why it is uncertain.")
     if not comparison.significance.empty:
         sig = comparison.significance[comparison.significance["test"] == "permutation"]
         report.table("significance", sig.drop(columns=["test"]), caption="Paired permutation tests between CRSs.")
@@ -115,13 +159,6 @@ def build_matrix_report(
         report.section("Per turn")
         for (dataset, simulator), part in curves.groupby(["dataset", "simulator"]):
             add_per_turn_plots(report, part, group="crs", label=f"{simulator} · {dataset}")
-    records, groups = [], {}
-    for cell in discover_cells(matrix_dir):
-        data = load_run(cell.run_dir)
-        records.extend(data.judgments)
-        for d in data.dialogues:
-            groups[d.conversation_id] = f"{cell.simulator} · {cell.crs}" + (
-                f" · {cell.dataset}" if table["dataset"].nunique() > 1 else "")
     valid_ids = set(table.loc[table["valid"].astype(bool), "conversation_id"].astype(str))
     add_judgment_sections(report, records, valid_ids=valid_ids, groups=pd.Series(groups), group_label="cell", seed=seed)
     return report.write(matrix_dir / REPORT_DIR, page=matrix_dir / "report.html")

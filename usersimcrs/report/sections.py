@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 import numpy as np
@@ -10,7 +11,7 @@ import pandas as pd
 from usersimcrs.analysis.factors import inter_factor_matrix, mean_abs_off_diagonal, stability
 from usersimcrs.analysis.judgments import judgments_table
 from usersimcrs.analysis.summary import describe
-from usersimcrs.metrics.validity import FLAGS
+from usersimcrs.metrics.validity import FLAGS, is_checked, is_set
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
 from usersimcrs.report.tables import mean_with_ci
@@ -20,13 +21,14 @@ PER_TURN_FAMILIES = [("pc@", "Preference Coverage PC_t@k", "PC_t"), ("recall@", 
 
 
 def validity_table(conversations: pd.DataFrame) -> pd.DataFrame:
-    """Count and share of each flag, and of valid conversations."""
-    n = len(conversations)
+    """Count and share of each flag among the conversations where it was checked; unchecked flags say so."""
     rows = []
     for flag in [*FLAGS, "valid"]:
-        count = int(conversations[flag].astype(bool).sum()) if flag in conversations and n else 0
-        rows.append({"flag": flag, "conversations": count, "share": count / n if n else float("nan")})
-    return pd.DataFrame(rows)
+        column = conversations[flag] if flag in conversations else pd.Series([], dtype=object)
+        count, checked = int(is_set(column).sum()), int(is_checked(column).sum())
+        rows.append({"flag": flag, "conversations": count, "checked": checked,
+                     "share": count / checked if checked else float("nan"), "note": "" if checked else "not checked"})
+    return pd.DataFrame(rows, columns=["flag", "conversations", "checked", "share", "note"])
 
 
 def metric_table(summary: pd.DataFrame, *, skip: Iterable[str] = (*FLAGS, "valid")) -> pd.DataFrame:
@@ -43,6 +45,14 @@ def metric_table(summary: pd.DataFrame, *, skip: Iterable[str] = (*FLAGS, "valid
             out[f"{subset}: mean [95% CI]"] = [wide.loc[m, subset] for m in order]
             out[f"{subset}: n"] = [int(counts.loc[m, subset]) for m in order]
     return out
+
+
+def unmeasured_metrics(table: pd.DataFrame) -> list[str]:
+    """Metrics of a `metric_table` with n = 0 in every subset: nobody could measure them."""
+    counts = [c for c in table.columns if str(c).endswith(": n")]
+    if not counts or table.empty:
+        return []
+    return [str(m) for m, zero in zip(table["metric"], (table[counts] == 0).all(axis=1)) if zero]
 
 
 def end_reason_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -109,9 +119,10 @@ def coverage_table(by_turn: pd.DataFrame, *, group: str | None = None) -> pd.Dat
     return pd.concat([wide.astype({"turn": object}), pd.DataFrame(averages)], ignore_index=True)
 
 
-def judgment_summary(table: pd.DataFrame, *, group: str | None = None, seed: int = 0) -> pd.DataFrame:
-    """Mean [95% CI] per judge and name (and group), with counts of scored and missing values."""
-    keys = ["judge", "name"] + ([group] if group else [])
+def judgment_summary(table: pd.DataFrame, *, group: str | None = None, seed: int = 0, by_model: bool = False) -> pd.DataFrame:
+    """Mean [95% CI] per judge and name (and group, and judge model when `by_model`), with counts of
+    scored and missing values."""
+    keys = ["judge", "name"] + ([group] if group else []) + (["model"] if by_model else [])
     rows = []
     per_conversation = table.groupby(keys + ["conversation_id"], dropna=False)["value"].mean().reset_index()
     for key, part in per_conversation.groupby(keys, dropna=False):
@@ -127,6 +138,24 @@ def judgment_summary(table: pd.DataFrame, *, group: str | None = None, seed: int
     return out[keys + ["mean [95% CI]", "n", "missing", "mean"]]
 
 
+def several_models(table: pd.DataFrame) -> bool:
+    """Whether some judge's aspect was scored by more than one model (then scores are shown per model)."""
+    if table.empty or "model" not in table:
+        return False
+    return bool(table.groupby(["judge", "name"])["model"].nunique().max() > 1)
+
+
+def _record_dict(record: Any) -> dict[str, Any]:
+    """A judgment as a plain dict (records come as dicts or as `Judgment` models)."""
+    return record if isinstance(record, dict) else record.model_dump()
+
+
+def has_rounds(record: dict[str, Any]) -> bool:
+    """Whether a judgment carries per-round scores (``raw.rounds``, as a debate's does)."""
+    raw = record.get("raw")
+    return isinstance(raw, dict) and isinstance(raw.get("rounds"), list) and bool(raw["rounds"])
+
+
 def debate_rounds(records: list[dict[str, Any]]) -> pd.DataFrame:
     """Long table (conversation_id, role, round, score) from the debate judge's per-round scores.
 
@@ -134,7 +163,7 @@ def debate_rounds(records: list[dict[str, Any]]) -> pd.DataFrame:
     every conversation contributes to every round's mean.
     """
     rows = []
-    for record in records:
+    for record in map(_record_dict, records):
         raw = record.get("raw") if isinstance(record.get("raw"), dict) else {}
         rounds = raw.get("rounds") or []
         limit = int(raw.get("max_rounds") or len(rounds) or 0)
@@ -162,32 +191,44 @@ def add_judgment_sections(
     if not records:
         return
     table = judgments_table(records)
+    scope = "valid"
     if valid_ids is not None:
-        table = table[table["conversation_id"].isin(valid_ids)]
+        kept = table[table["conversation_id"].isin(valid_ids)]
+        if kept.empty and not table.empty:  # e.g. a crashed run: show its judgments, marked, rather than nothing
+            scope, valid_ids = "invalid", None
+        else:
+            table = kept
     if table.empty:
         return
     if groups is not None:
         table = table.assign(**{group_label: table["conversation_id"].map(groups)})
     group = group_label if groups is not None else None
     report.section("Judges")
+    if scope == "invalid":
+        report.text("No valid conversation was judged: the judgments below are on INVALID conversations (failed, too "
+                    "short, looping or leaking) and are shown to diagnose the run, not to score the CRS.", note=True)
     failures = int(table["value"].isna().sum())
     report.text(
-        f"{len(table)} judgments on {table['conversation_id'].nunique()} valid conversations; "
+        f"{len(table)} judgments on {table['conversation_id'].nunique()} {scope} conversations; "
         f"{failures} could not be parsed and are left out of the means (never counted as 0).",
         note=failures > 0,
     )
-    summary = judgment_summary(table, group=group, seed=seed)
-    report.table("judge_scores", summary.drop(columns=["mean"]), caption="Judge scores on valid conversations.")
+    by_model = several_models(table)
+    summary = judgment_summary(table, group=group, seed=seed, by_model=by_model)
+    report.table("judge_scores", summary.drop(columns=["mean"]),
+                 caption=f"Judge scores on {scope} conversations" + (", per judge model." if by_model else "."))
     for judge, part in summary.groupby("judge"):
         names = part["name"].unique()
         if len(names) >= 2:
-            if group:
-                profile = part.pivot(index="name", columns=group, values="mean")
+            series = [c for c in (group, "model" if by_model else None) if c]
+            if series:
+                labels = part[series].astype(str).agg(" / ".join, axis=1)
+                profile = part.assign(series=labels).pivot(index="name", columns="series", values="mean")
             else:
                 profile = part.set_index("name")[["mean"]].rename(columns={"mean": str(judge)})
             scale = _scale(table[table["judge"] == judge])
             report.plot(f"profile_{judge}", plots.grouped_bars(profile, title=f"{judge}: score profile", ylabel="mean score", ylim=scale),
-                        caption=f"Mean {judge} score per aspect/factor" + (f" and {group}" if group else "") + ".")
+                        caption=f"Mean {judge} score per aspect/factor" + "".join(f" and {c}" for c in series) + ".")
         scores = table[table["judge"] == judge].pivot_table(index="conversation_id", columns="name", values="value", aggfunc="mean")
         if scores.shape[1] >= 3 and scores.dropna().shape[0] >= 3:
             matrix = inter_factor_matrix(scores)
@@ -198,7 +239,8 @@ def add_judgment_sections(
         if repeats.nunique() > 1:
             report.table(f"stability_{judge}", stability(table[table["judge"] == judge]),
                          caption=f"{judge}: std over repeated judge runs (per factor, and of the total).")
-    debate = [r for r in records if r.get("judge") == "debate" and (valid_ids is None or r.get("conversation_id") in valid_ids)]
+    debate = [r for r in map(_record_dict, records)
+              if has_rounds(r) and (valid_ids is None or r.get("conversation_id") in valid_ids)]
     rounds = debate_rounds(debate)
     if not rounds.empty:
         if groups is not None:
@@ -224,3 +266,87 @@ def _scale(table: pd.DataFrame) -> tuple[float, float] | None:
         if isinstance(scale, (list, tuple)) and len(scale) == 2:
             return (float(scale[0]), float(scale[1]))
     return None
+
+
+_URL = re.compile(r"\b(?:https?|wss?|file)://\S+")
+_HEX = re.compile(r"\b(?=[0-9a-f-]*\d)[0-9a-f]{6,}(?:-[0-9a-f]{2,})*\b", re.IGNORECASE)
+_PATH = re.compile(r"(?:/[\w.\-]+){2,}")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_QUOTED = re.compile(r"'[^']{0,200}'|\"[^\"]{0,200}\"")
+REASON_CHARS = 160
+
+
+def failure_reason(error: str | None) -> str:
+    """An error string with its volatile parts (URLs, IDs, paths, quoted values, numbers) replaced, so alike errors group."""
+    if not error or not str(error).strip():
+        return "(no error recorded)"
+    text = " ".join(str(error).split())
+    for pattern, token in ((_URL, "<url>"), (_HEX, "<id>"), (_PATH, "<path>"), (_QUOTED, "<value>"), (_NUMBER, "<n>")):
+        text = pattern.sub(token, text)
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+
+
+def failure_reasons(dialogues: Iterable[Any], *, examples: int = 3) -> pd.DataFrame:
+    """One row per reason of the failed conversations: count and the first example IDs (by index), most frequent first."""
+    groups: dict[str, list[str]] = {}
+    for d in sorted((d for d in dialogues if d.status == "failed"), key=_position):
+        groups.setdefault(failure_reason(d.error), []).append(d.conversation_id)
+    rows = [{"reason": reason, "count": len(ids), "examples": ", ".join(ids[:examples])} for reason, ids in groups.items()]
+    rows.sort(key=lambda r: (-r["count"], r["reason"]))
+    return pd.DataFrame(rows, columns=["reason", "count", "examples"])
+
+
+def _position(dialogue: Any) -> tuple[int, str]:
+    return (dialogue.index if dialogue.index is not None else 1 << 30, dialogue.conversation_id)
+
+
+TRANSCRIPT_TEXT_CHARS = 600
+TRANSCRIPT_TURNS = 40
+
+
+def transcript_table(dialogue: Any) -> pd.DataFrame:
+    """One row per utterance: position, speaker, text (shortened) and, for agent turns, the recommended items."""
+    rows = []
+    for position, u in enumerate(dialogue.utterances[:TRANSCRIPT_TURNS], start=1):
+        text = " ".join(u.text.split())
+        if len(text) > TRANSCRIPT_TEXT_CHARS:
+            text = text[: TRANSCRIPT_TEXT_CHARS - 1] + "…"
+        items = "; ".join(i.title or i.raw or i.id or "?" for i in u.items) if u.participant == "AGENT" else ""
+        rows.append({"#": position, "speaker": u.participant, "text": text, "recommended": items})
+    return pd.DataFrame(rows, columns=["#", "speaker", "text", "recommended"])
+
+
+def pick_transcripts(dialogues: list[Any], flags: pd.DataFrame, *, valid: int = 2, other: int = 3) -> list[tuple[Any, str]]:
+    """The first `valid` valid conversations and the first `other` invalid ones (failed first), by index, with labels.
+
+    A valid conversation may still carry a non-invalidating flag (e.g. truncated by the turn limit);
+    its label names it.
+    """
+    by_id = flags.assign(_id=flags["conversation_id"].astype(str)).drop_duplicates("_id", keep="last").set_index("_id") \
+        if len(flags) else flags
+    good, bad = [], []
+    for d in sorted(dialogues, key=_position):
+        row = by_id.loc[d.conversation_id] if d.conversation_id in by_id.index else None
+        set_flags = [f for f in FLAGS if row is not None and f in row and is_set(pd.Series([row[f]])).iloc[0]]
+        is_valid = bool(row["valid"]) if row is not None and "valid" in row else d.status != "failed"
+        label = ("valid" if is_valid else "invalid") + (", flags: " + ", ".join(set_flags) if set_flags else "")
+        (good if is_valid else bad).append((d, label))
+    bad.sort(key=lambda pair: (pair[0].status != "failed", _position(pair[0])))
+    return good[:valid] + bad[:other]
+
+
+def add_transcripts(report: Report, dialogues: list[Any], flags: pd.DataFrame, *, valid: int = 2, other: int = 3) -> None:
+    """A few readable conversations: the first valid ones and the first failed or flagged ones."""
+    picked = pick_transcripts(dialogues, flags, valid=valid, other=other)
+    if not picked:
+        return
+    report.section("Transcripts")
+    report.text(f"The first {valid} valid conversations and the first {other} invalid ones (failed first), in run order "
+                f"(at most {TRANSCRIPT_TURNS} utterances each, long texts shortened).")
+    for d, label in picked:
+        report.heading(f"{d.conversation_id} ({label})")
+        ending = f"status {d.status}; end reason {d.end_reason or '–'}"
+        if d.error:
+            ending += f"; error: {' '.join(str(d.error).split())[:300]}"
+        report.text(ending, note=d.status == "failed")
+        report.table(f"transcript_{d.conversation_id}", transcript_table(d))

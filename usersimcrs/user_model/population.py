@@ -17,6 +17,7 @@ from usersimcrs.core.dialogue import ItemRef
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.core.profile import InformationNeed, Preferences, Ratings, SeenItem, UserProfile
+from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import ConfigError, DataError
 from usersimcrs.user_model.information_need import need_for_targets
 from usersimcrs.user_model.persona import persona_from_fields
@@ -168,9 +169,7 @@ class FileProfiles:
             else:
                 raise DataError(f"{self.path}: record {number}: expected 'user_id' (a profile) or 'need'")
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise DataError(f"{self.path}: record {number}: {where}: {first['msg']}") from None
+            raise DataError(describe_validation_error(exc, source=f"{self.path}: record {number}")) from None
         if profile.persona is None and self.persona is not None:
             profile.persona = self.persona
         return self._resolved(profile)

@@ -6,7 +6,7 @@ PermanentLLMError); caching, retries, limits and accounting live in `usersimcrs.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from usersimcrs.llm.base import LLM
 from usersimcrs.llm.config import LLMConfig
@@ -27,3 +27,8 @@ llm_backends: Registry[BackendFactory] = Registry(
 def build_backend(config: LLMConfig) -> LLM:
     """The raw backend named by `config.backend` (which must already be resolved, not 'auto')."""
     return llm_backends.get(config.backend)(config)
+
+
+def backend_names() -> list[str]:
+    """Names `llm.backend` accepts: "auto" and every registered backend (CLI choices come from here)."""
+    return ["auto", *llm_backends.names()]

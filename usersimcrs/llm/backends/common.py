@@ -1,4 +1,4 @@
-"""Small helpers every HTTP backend shares: headers from env vars, local-URL test, message dicts."""
+"""Small helpers every HTTP backend shares: local-URL test, message dicts, the Ollama host."""
 
 from __future__ import annotations
 
@@ -6,23 +6,11 @@ import os
 from typing import Any
 from urllib.parse import urlparse
 
-from usersimcrs.errors import ConfigError
 from usersimcrs.llm.base import Message
 from usersimcrs.llm.config import LLMConfig
 
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "host.docker.internal"})
-
-
-def headers_from_env(headers_env: dict[str, str]) -> dict[str, str]:
-    """Header values read from the environment variables the config names (never from the config)."""
-    headers = {}
-    for header, env_name in headers_env.items():
-        value = os.environ.get(env_name)
-        if value is None:
-            raise ConfigError(f"llm.headers_env.{header}: environment variable {env_name} is not set")
-        headers[header] = value
-    return headers
 
 
 def is_local_url(url: str | None) -> bool:

@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import aiohttp
 
+from usersimcrs.core.retry import parse_retry_after
 from usersimcrs.errors import LLMError
-from usersimcrs.llm.failures import TransientLLMError, parse_retry_after, status_error
+from usersimcrs.llm.failures import TransientLLMError, status_error
 
 
 class LeanReply:
     """Status, headers and raw body of one HTTP answer."""
 
-    __slots__ = ("status", "headers", "body")
+    __slots__ = ("body", "headers", "status")
 
     def __init__(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
         self.status = status
@@ -65,7 +67,7 @@ class LeanHTTP:
             async with self.session().post(url, data=data) as response:
                 body = await response.read()
                 return LeanReply(response.status, response.headers, body)
-        except asyncio.TimeoutError:  # aiohttp's read/connect timeouts (ServerTimeoutError) included
+        except TimeoutError:  # aiohttp's read/connect timeouts (ServerTimeoutError) included
             raise TransientLLMError(f"{self.backend}: request timed out") from None
         except aiohttp.ClientError as exc:
             raise TransientLLMError(f"{self.backend}: connection failed ({type(exc).__name__})") from None
@@ -114,4 +116,4 @@ def _drop(session: aiohttp.ClientSession) -> None:
     connector = session.connector
     session.detach()  # marks the session closed, so it warns about nothing when collected
     if connector is not None and not connector.closed:
-        connector._close()  # noqa: SLF001 - the synchronous half of close(); its loop cannot await any more
+        connector._close()

@@ -33,10 +33,10 @@ def grammar_schema(schema: Any) -> Any:
         return schema
     tightened = {key: grammar_schema(value) for key, value in schema.items()}
     low, high = schema.get("minimum"), schema.get("maximum")
-    if schema.get("type") == "integer" and "enum" not in schema and low is not None and high is not None:
-        if 0 <= high - low <= MAX_ENUM_RANGE:
-            tightened = {k: v for k, v in tightened.items() if k not in ("type", "minimum", "maximum")}
-            tightened["enum"] = list(range(int(low), int(high) + 1))
+    bounded = schema.get("type") == "integer" and "enum" not in schema and low is not None and high is not None
+    if bounded and 0 <= high - low <= MAX_ENUM_RANGE:
+        tightened = {k: v for k, v in tightened.items() if k not in ("type", "minimum", "maximum")}
+        tightened["enum"] = list(range(int(low), int(high) + 1))
     return tightened
 
 
@@ -50,6 +50,7 @@ class LlamaCppEmbedded(LLM):
     """Runs a GGUF model in this process; the default is the packaged Gemma 3 270M."""
 
     backend = "llamacpp"
+    max_parallel_calls = 1  # one in-process model serves one request at a time
 
     def __init__(self, config: LLMConfig) -> None:
         self.config = config

@@ -13,12 +13,14 @@ from typing import Any
 import httpx
 import ollama
 
-from usersimcrs.llm.backends.common import close_transports, headers_from_env, message_dicts, ollama_host
+from usersimcrs.core.env_headers import headers_from_env
+from usersimcrs.core.retry import parse_retry_after
+from usersimcrs.llm.backends.common import close_transports, message_dicts, ollama_host
 from usersimcrs.llm.backends.lean_http import LeanHTTP
 from usersimcrs.llm.base import LLM, LLMResult, Message, Usage
 from usersimcrs.llm.config import LLMConfig
+from usersimcrs.llm.failures import TransientLLMError, status_error
 from usersimcrs.llm.loops import PerLoop
-from usersimcrs.llm.failures import TransientLLMError, parse_retry_after, status_error
 
 DEFAULT_MODEL = "llama3.2"
 
@@ -32,7 +34,7 @@ class OllamaChat(LLM):
         self.config = config
         self.model = config.model or DEFAULT_MODEL
         self.host = ollama_host(config)
-        headers = headers_from_env(config.headers_env)
+        headers = headers_from_env(config.headers_env, section="llm")
         self._secrets = list(headers.values())
         self._lean: LeanHTTP | None = None
         if config.client == "aiohttp":

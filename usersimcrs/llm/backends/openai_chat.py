@@ -12,13 +12,15 @@ from typing import Any
 
 import openai
 
+from usersimcrs.core.env_headers import headers_from_env
+from usersimcrs.core.retry import parse_retry_after
 from usersimcrs.errors import ConfigError
-from usersimcrs.llm.backends.common import close_transports, headers_from_env, is_local_url, message_dicts
+from usersimcrs.llm.backends.common import close_transports, is_local_url, message_dicts
 from usersimcrs.llm.backends.lean_http import LeanHTTP
 from usersimcrs.llm.base import LLM, LLMResult, Message, Usage
 from usersimcrs.llm.config import LLMConfig
+from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, status_error
 from usersimcrs.llm.loops import PerLoop
-from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, parse_retry_after, status_error
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -50,7 +52,7 @@ class OpenAIChat(LLM):
         self.config = config
         self.model = config.model or DEFAULT_MODEL
         key = resolve_api_key(config)
-        headers = headers_from_env(config.headers_env)
+        headers = headers_from_env(config.headers_env, section="llm")
         self._secrets = [key, *headers.values()]
         self._lean: LeanHTTP | None = None
         if config.client == "aiohttp":

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from usersimcrs.config import read_yaml
 from usersimcrs.core.items import ItemCollection
-from usersimcrs.errors import ConfigError
+from usersimcrs.core.yaml_io import load_yaml_model
 
 # common spellings of item attributes (MovieLens/IMDB columns) -> domain slot names
 _SLOT_ALIASES = {
@@ -61,13 +60,7 @@ class Domain(BaseModel):
 
 def load_domain(path: str | Path) -> Domain:
     """Read a domain YAML in the anchor's schema."""
-    data = read_yaml(path)
-    try:
-        return Domain.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{path}: key '{key}': {first['msg']}") from None
+    return load_yaml_model(path, Domain)
 
 
 def domain_from_items(items: ItemCollection | None, extra_slots: list[str] = ()) -> Domain:  # type: ignore[assignment]

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from usersimcrs.config import read_yaml
-from usersimcrs.errors import ConfigError
+from usersimcrs.core.yaml_io import load_yaml_model
 
 DEFAULT_INTERACTION_MODEL = Path(__file__).resolve().parents[1] / "data" / "interaction_model_cir.yaml"
 
@@ -107,10 +106,4 @@ def _intent_name(value: Any) -> Any:
 def load_interaction_model(path: str | Path | None = None) -> InteractionModel:
     """Read an interaction-model YAML (the built-in CIR model when `path` is None)."""
     source = Path(path) if path else DEFAULT_INTERACTION_MODEL
-    data: dict[str, Any] = read_yaml(source)
-    try:
-        return InteractionModel.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"{source}: key '{key}': {first['msg']}") from None
+    return load_yaml_model(source, InteractionModel)

@@ -1,0 +1,285 @@
+"""Judging a run folder as a library call: `judge_async` / `judge` score a run's conversations.
+
+Appends to RUN_DIR/judgments.jsonl, resumable per (conversation, judge, name, model): what the
+same model stored is not redone, while another model judges again and its judgments live side by
+side. Invalid conversations (failed, fewer than two system turns) are skipped and counted unless
+`include_invalid`. Token usage goes to RUN_DIR/manifest.json (overall, per judge, per model).
+
+A permanent LLM failure (refused key, unknown model, wrong URL) or a configuration error stops the
+whole judging at once with a `UserError` naming the model and server: rows already written stay,
+nothing is written for the conversations not judged. Transient failures are recorded per judgment
+(status ``llm_error``) and retried by the next invocation. `dry_run` counts calls and estimates
+tokens without calling any model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from usersimcrs.errors import ConfigError, UserError
+from usersimcrs.judges.base import Judge, JudgeUsage, judges
+from usersimcrs.llm.config import LLMConfig
+
+
+class JudgeRequest(BaseModel):
+    """What to judge and how: the options of ``usersimcrs judge`` as one typed value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    judge: str = Field(description="quality | core12 | pepper | persuasiveness (or a plug-in)")
+    debate: bool = Field(default=False, description="with core12: add CoRE's multi-agent debate score")
+    rubric: str | None = Field(default=None, description="a rubric YAML replacing the judge's built-in one")
+    debate_roles: str | None = Field(default=None, description="a debate YAML replacing the built-in roles")
+    max_rounds: int | None = Field(default=None, description="debate round limit (default 4)")
+    criteria: list[str] | None = Field(default=None, description="score only these aspects/factors")
+    include_invalid: bool = Field(default=False, description="also judge failed or too-short conversations")
+    dry_run: bool = Field(default=False, description="count calls and estimate tokens; call nothing")
+    concurrency: int = Field(default=4, description="conversations judged at once")
+    limit: int | None = Field(default=None, description="judge at most this many conversations")
+    max_attempts: int | None = Field(default=None, description="LLM calls per score before recording a failure")
+    max_tokens: int | None = Field(default=None, description="completion cap per call")
+    no_cache: bool = Field(default=False, description="do not read or write the LLM response cache")
+    llm_backend: str | None = Field(default=None, description="LLM backend (default: the run's, else auto)")
+    model: str | None = None
+    base_url: str | None = None
+    model_path: str | None = None
+    models_file: str | None = Field(default=None, description="YAML: component -> LLM settings (mixture of evaluators)")
+
+
+class DryRunEstimate(BaseModel):
+    """Calls and estimated tokens of a judging, computed without calling any model."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    debate_one_round: dict[str, int] | None = Field(default=None, description="lower bound: every debate agrees in round 1")
+    note: str | None = None
+
+
+class ModelTotals(BaseModel):
+    """What one judge model wrote in this invocation."""
+
+    judgments: int
+    statuses: dict[str, int]
+    usage: JudgeUsage
+
+
+class JudgeResult(BaseModel):
+    """What one judging did (or, with a dry run, would do)."""
+
+    judge: str
+    judgments_path: str
+    models: dict[str, str] = Field(description="judgment name -> the backend:model that judges it")
+    conversations: int = Field(description="conversations in the run")
+    to_judge: int = Field(description="conversations selected for judging (after resume, skips and limit)")
+    judged: int = 0
+    already_done: int = 0
+    skipped_invalid: dict[str, int] = Field(default_factory=dict)
+    judgments_written: int = 0
+    statuses: dict[str, int] = Field(default_factory=dict)
+    usage: JudgeUsage = Field(default_factory=JudgeUsage)
+    by_model: dict[str, ModelTotals] = Field(default_factory=dict)
+    dry_run: DryRunEstimate | None = None
+
+    def report(self) -> dict[str, Any]:
+        """The figures the CLI prints (a dry run shows its estimate instead of what was written)."""
+        if self.dry_run is not None:
+            return {
+                "judge": self.judge, "conversations": self.to_judge, "already_done": self.already_done,
+                "skipped_invalid": self.skipped_invalid, **self.dry_run.model_dump(exclude_none=True),
+            }
+        return {
+            "judge": self.judge, "conversations": self.conversations, "judged": self.judged,
+            "already_done": self.already_done, "skipped_invalid": self.skipped_invalid,
+            "judgments_written": self.judgments_written, "statuses": self.statuses, "usage": self.usage.model_dump(),
+            "by_model": {model: totals.model_dump() for model, totals in self.by_model.items()},
+        }
+
+
+def judge_options(request: JudgeRequest) -> dict[str, Any]:
+    """The judge's config section from the request (only the options given)."""
+    options: dict[str, Any] = {}
+    if request.rubric:
+        options["rubric"] = request.rubric
+    if request.criteria:
+        options["criteria"] = [c.strip() for c in request.criteria if c.strip()]
+    if request.max_attempts:
+        options["max_attempts"] = request.max_attempts
+    if request.max_tokens:
+        options["max_tokens"] = request.max_tokens
+    if not request.debate:
+        return options
+    factor_options = {k: v for k, v in options.items() if k != "max_tokens"}
+    debate: dict[str, Any] = {"factors": factor_options}
+    if request.max_tokens:
+        debate["max_tokens"] = request.max_tokens
+    if request.debate_roles:
+        debate["debate"] = request.debate_roles
+    if request.max_rounds:
+        debate["max_rounds"] = request.max_rounds
+    return debate
+
+
+def build_judge(request: JudgeRequest) -> Judge:
+    """The judge the request names (the debate wraps the CoRE factor judge)."""
+    if request.debate and request.judge != "core12":
+        raise UserError("--debate works with --judge core12 (the debate argues from CoRE's factor results)")
+    cls = judges.get("debate" if request.debate else request.judge)
+    try:
+        config = cls.Config.model_validate(judge_options(request))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"judge option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    return cls(config)
+
+
+def base_llm_config(request: JudgeRequest, manifest: dict[str, Any]) -> LLMConfig:
+    """The run's LLM settings (from its manifest) with the request's overrides applied."""
+    data = dict((manifest.get("config") or {}).get("llm") or {})
+    for key, value in (
+        ("backend", request.llm_backend), ("model", request.model),
+        ("base_url", request.base_url), ("model_path", request.model_path),
+    ):
+        if value is not None:
+            data[key] = value
+    if request.no_cache:
+        data["cache"] = False
+    try:
+        return LLMConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"llm.{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+
+def _dry_run(judge: Judge, todo: list, debate: bool) -> DryRunEstimate:
+    """Every call a first attempt would make, counted and estimated (debates as upper and lower bound)."""
+    from usersimcrs.judges.estimate import estimate
+    from usersimcrs.judges.runner import plan_run
+
+    plan = plan_run(judge, todo)
+    figures = DryRunEstimate.model_validate(estimate(plan))
+    if debate:
+        figures.debate_one_round = estimate(c for c in plan if c.judge != "debate" or c.name.endswith(":round1"))
+        figures.note = (
+            "calls/tokens assume every debate runs to the round limit (upper bound); "
+            "debate_one_round is the figure if all debates agree in round 1 (lower bound)"
+        )
+    return figures
+
+
+async def judge_async(
+    run_dir: str | Path,
+    request: JudgeRequest,
+    *,
+    llm: LLMConfig | None = None,
+    models: dict[str, dict[str, Any]] | None = None,
+    progress: bool = False,
+) -> JudgeResult:
+    """Judge the run in `run_dir` as `request` says; see the module docstring.
+
+    `llm` replaces the run's LLM settings (and the request's overrides); `models` is a models map
+    (component -> LLM settings) used instead of `request.models_file`; `progress` shows a bar on a
+    terminal.
+    """
+    from usersimcrs.engine.context import RunContext
+    from usersimcrs.engine.manifest import read_manifest
+    from usersimcrs.judges.components import expand_models_map, load_models_map
+    from usersimcrs.judges.runner import DIALOGUES, JUDGMENTS, load_judgments, read_dialogues, select
+    from usersimcrs.llm.provider import LLMProvider
+
+    run_dir = Path(run_dir)
+    if not (run_dir / DIALOGUES).exists():
+        raise UserError(f"{run_dir}: no {DIALOGUES} (is this a run folder?)")
+    judge = build_judge(request)
+    config = llm if llm is not None else base_llm_config(request, read_manifest(run_dir))
+    if models is None:
+        models = load_models_map(request.models_file) if request.models_file else {}
+    provider = LLMProvider(config, expand_models_map(models, judge.component_chains()))
+    try:
+        resolved: dict[str, str] = {}  # judgment name -> backend:model, built on first need
+
+        def model_of(name: str) -> str:
+            if name not in resolved:
+                resolved[name] = judge.model_for(name, lambda component: provider.get(component).slot.model_key)
+            return resolved[name]
+
+        todo, summary = select(
+            read_dialogues(run_dir), judge, load_judgments(run_dir / JUDGMENTS), model_of,
+            include_invalid=request.include_invalid,
+        )
+        if request.limit is not None:
+            todo = todo[: max(0, request.limit)]
+        if todo and not request.dry_run:
+            for name in judge.all_names():  # builds every LLM it needs: a missing key stops here, before any call
+                model_of(name)
+        result = JudgeResult(
+            judge=judge.name, judgments_path=str(run_dir / JUDGMENTS), models=dict(resolved),
+            conversations=summary.conversations, to_judge=len(todo), already_done=summary.already_done,
+            skipped_invalid=dict(summary.skipped_invalid),
+        )
+        if request.dry_run:
+            result.dry_run = _dry_run(judge, todo, request.debate)
+            return result
+        await _judge_todo(judge, todo, RunContext(llms=provider, run_dir=run_dir), run_dir, summary, request, progress)
+        (run_dir / JUDGMENTS).touch(exist_ok=True)  # a finished judging leaves the file, even with no rows
+    finally:
+        await provider.aclose()
+    totals = summary.as_dict()
+    return result.model_copy(update={
+        "judged": summary.judged, "judgments_written": summary.written, "statuses": totals["statuses"],
+        "usage": summary.usage, "by_model": {m: ModelTotals(**t) for m, t in totals["by_model"].items()},
+    })
+
+
+async def _judge_todo(judge, todo, context, run_dir: Path, summary, request: JudgeRequest, progress: bool) -> None:
+    """Score `todo` with a progress bar; a permanent LLM failure stops everything as one `UserError`."""
+    from usersimcrs.engine.progress import RunProgress
+    from usersimcrs.judges.runner import JUDGMENTS, judge_run, record_usage
+    from usersimcrs.llm.failures import PermanentLLMError
+
+    bar = RunProgress(total=len(todo), enabled=progress, llms=context.llms, label=f"judge {judge.name}")
+
+    def advance(dialogue, judgments) -> None:
+        bar.advance(failed=any(j.value is None for j in judgments))
+
+    try:
+        with bar:
+            await judge_run(
+                judge, todo, context, run_dir / JUDGMENTS, summary, concurrency=max(1, request.concurrency),
+                on_done=advance,
+            )
+    except PermanentLLMError as exc:
+        raise UserError(
+            f"judge {judge.name} stopped: {exc.reason}; {summary.judged} of {len(todo)} conversations judged before"
+        ) from None
+    finally:
+        record_usage(run_dir, judge.name, summary, context.llms.usage_summary())
+
+
+def judge(
+    run_dir: str | Path,
+    request: JudgeRequest,
+    *,
+    llm: LLMConfig | None = None,
+    models: dict[str, dict[str, Any]] | None = None,
+    progress: bool = False,
+) -> JudgeResult:
+    """Synchronous `judge_async`; called inside a running event loop, it runs in a worker thread
+    with its own loop (so notebooks and async applications can call it too)."""
+    from usersimcrs.engine.loop import run_coroutine
+
+    def go() -> JudgeResult:
+        return run_coroutine(judge_async(run_dir, request, llm=llm, models=models, progress=progress))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return go()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="usersimcrs-judge") as pool:
+        return pool.submit(go).result()
