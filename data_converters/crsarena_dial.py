@@ -115,6 +115,12 @@ class CRSArenaDialConverter(Converter):
         return cells
 
     def _votes(self, path: Path, known: set[str], report: ConversionReport) -> list[VoteRecord]:
+        try:
+            return self._read_votes(path, known, report)
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+    def _read_votes(self, path: Path, known: set[str], report: ConversionReport) -> list[VoteRecord]:
         votes: list[VoteRecord] = []
         with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle)

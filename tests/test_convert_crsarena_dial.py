@@ -151,3 +151,12 @@ def test_real_slice(shared_data, tmp_path):
     assert sum(
         report["counts_out"][k] for k in ("votes_both_conversations", "votes_one_conversation", "votes_no_conversation")
     ) == len(votes)
+
+
+def test_votes_not_utf8_is_one_line(tmp_path, capsys):
+    inputs = _arena(tmp_path, [_dialogue("a", "u1", "satisfied")], "x")
+    (tmp_path / "raw" / "votes.csv").write_bytes(b"session_id,user_id,crs1,crs2,vote\n\xff\xfe,u1,a,b,a\n")
+    assert main(["convert", "crsarena-dial", "--input", *inputs, "--output", str(tmp_path / "out")]) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+    with pytest.raises(DataError, match="not UTF-8"):
+        read_votes(tmp_path / "raw" / "votes.csv")

@@ -82,6 +82,13 @@ def read_votes(path: str | Path) -> list[VoteRecord]:
         raise DataError(f"{path}: no such votes file")
     if path.suffix == ".jsonl":
         return read_models(path, VoteRecord)
+    try:
+        return _read_votes_csv(path)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_votes_csv(path: Path) -> list[VoteRecord]:
     with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
         missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or [])]
