@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -131,6 +131,25 @@ class RatingRow:
 
 
 @dataclass
+class CellRun:
+    """One run folder of a matrix-like output (``cells/<simulator>__<crs>__<dataset>/``).
+
+    Corpora of real conversations with several CRSs (CRS Arena) are written as one cell per CRS, so
+    the matrix tools (compare, report, meta-eval) read them like a simulated matrix.
+    """
+
+    simulator: str
+    crs: str
+    dataset: str
+    dialogues: list[Dialogue]
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.simulator}__{self.crs}__{self.dataset}"
+
+
+@dataclass
 class ConversionOutput:
     """Everything a converter produced; the writer turns it into the output folder."""
 
@@ -140,6 +159,8 @@ class ConversionOutput:
     profiles: list[UserProfile] = field(default_factory=list)
     ratings: list[RatingRow] = field(default_factory=list)
     extra_files: dict[str, Any] = field(default_factory=dict)
+    jsonl_files: dict[str, Sequence[BaseModel]] = field(default_factory=dict)
+    cells: list[CellRun] = field(default_factory=list)
 
 
 class Converter(ABC):
@@ -176,5 +197,7 @@ converters: Registry[type[Converter]] = Registry(
         "imdb": "data_converters.imdb:IMDBConverter",
         "iard": "data_converters.iard:IARDConverter",
         "movielens": "data_converters.movielens:MovieLensConverter",
+        "crsarena-dial": "data_converters.crsarena_dial:CRSArenaDialConverter",
+        "crsarena_dial": "data_converters.crsarena_dial:CRSArenaDialConverter",
     },
 )

@@ -4,17 +4,25 @@ Files: dialogues.jsonl + dialogues.dialoguekit.json (when there are dialogues), 
 (the ItemCollection.from_csv arguments), information_needs.jsonl, profiles.jsonl, ratings.csv, and
 conversion_report.json. Files of these names left by an earlier conversion (or annotation) of the
 folder are removed first, so the folder never mixes two conversions.
+
+A converter may also return JSONL side files (e.g. votes.jsonl) and matrix cells: one run folder per
+cell under ``cells/<simulator>__<crs>__<dataset>/`` (dialogues.jsonl + manifest.json) indexed by
+``matrix.json`` in the layout `usersimcrs.analysis.compare.discover_cells` reads. Cell folders listed
+by an earlier conversion's matrix.json are removed first.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import shutil
+import time
 from pathlib import Path
+from typing import Sequence
 
 import yaml
 
-from data_converters.base import ConversionOutput, ConversionReport
+from data_converters.base import CellRun, ConversionOutput, ConversionReport
 from usersimcrs.core.dialoguekit_io import write_dialoguekit
 from usersimcrs.core.jsonl import JsonlWriter
 
@@ -28,14 +36,17 @@ RATINGS = "ratings.csv"
 REPORT = "conversion_report.json"
 OWN_FILES = (DIALOGUES, DIALOGUEKIT, ITEMS, ITEMS_MAPPING, NEEDS, PROFILES, RATINGS, REPORT)
 DERIVED = ("information_needs.llm.jsonl", "annotation_report.dialogue-acts.json", "annotation_report.information-need.json")
+CELLS_DIR = "cells"
+MATRIX_INDEX = "matrix.json"
 
 
 def write_output(output: ConversionOutput, report: ConversionReport, out_dir: str | Path) -> Path:
     """Write every non-empty part of `output`, fill in the out-counts, and write the report last."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for name in (*OWN_FILES, *DERIVED, *output.extra_files):
+    for name in (*OWN_FILES, *DERIVED, *output.extra_files, *output.jsonl_files):
         (out / name).unlink(missing_ok=True)  # no stale file from an earlier conversion survives
+    _remove_converted_cells(out)
     files: list[str] = []
     if output.dialogues:
         _write_jsonl(out / DIALOGUES, output.dialogues)
@@ -68,12 +79,67 @@ def write_output(output: ConversionOutput, report: ConversionReport, out_dir: st
     for name, payload in output.extra_files.items():
         (out / name).write_text(json.dumps(payload, ensure_ascii=False, indent=1), encoding="utf-8")
         files.append(name)
+    for name, records in output.jsonl_files.items():
+        _write_jsonl(out / name, records)
+        files.append(name)
+    if output.cells:
+        files += _write_cells(out, output.cells, report.dataset)
+        report.counts_out["cells"] = len(output.cells)
     report.files = files + [REPORT]
     (out / REPORT).write_text(report.model_dump_json(indent=1), encoding="utf-8")
     return out
 
 
-def _write_jsonl(path: Path, records: list) -> None:
+def _remove_converted_cells(out: Path) -> None:
+    """Remove the cell folders an earlier conversion wrote (never cells of a simulated matrix)."""
+    index = out / MATRIX_INDEX
+    if not index.exists():
+        return
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return
+    if not isinstance(data, dict) or data.get("source") != "convert":
+        return
+    for entry in data.get("cells", []):
+        name = str(entry.get("name", ""))
+        folder = out / CELLS_DIR / name
+        if name and "/" not in name and ".." not in name and folder.is_dir():
+            shutil.rmtree(folder)
+    index.unlink()
+
+
+def _write_cells(out: Path, cells: list[CellRun], dataset: str) -> list[str]:
+    """Each cell as a run folder (dialogues.jsonl + manifest.json) and matrix.json indexing them."""
+    files = []
+    for cell in cells:
+        folder = out / CELLS_DIR / cell.name
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_jsonl(folder / DIALOGUES, cell.dialogues)
+        manifest = {"name": cell.name, "status": "completed", "source": "convert", "dataset": dataset,
+                    "dialogues": {"completed": sum(d.status == "ok" for d in cell.dialogues),
+                                  "failed": sum(d.status == "failed" for d in cell.dialogues)},
+                    **cell.manifest}
+        (folder / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
+        files += [f"{CELLS_DIR}/{cell.name}/{DIALOGUES}", f"{CELLS_DIR}/{cell.name}/manifest.json"]
+    axes = {"simulators": sorted({c.simulator for c in cells}), "crs": sorted({c.crs for c in cells}),
+            "datasets": sorted({c.dataset for c in cells})}
+    index = {
+        "name": dataset, "source": "convert", "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "axes": axes,
+        "cells": [{"name": c.name, "simulator": c.simulator, "crs": c.crs, "dataset": c.dataset,
+                   "run_dir": f"{CELLS_DIR}/{c.name}", "status": _cell_status(c)} for c in cells],
+    }
+    (out / MATRIX_INDEX).write_text(json.dumps(index, indent=1), encoding="utf-8")
+    return files + [MATRIX_INDEX]
+
+
+def _cell_status(cell: CellRun) -> str:
+    ok = sum(d.status == "ok" for d in cell.dialogues)
+    return f"completed ({ok} ok, {len(cell.dialogues) - ok} failed)"
+
+
+def _write_jsonl(path: Path, records: Sequence) -> None:
     path.unlink(missing_ok=True)
     with JsonlWriter(path) as writer:
         for record in records:

@@ -27,6 +27,8 @@ COMMAND_MODULES = [
     "import_",
     "bench",
     "nlu_eval",
+    "meta_eval",
+    "fidelity",
 ]
 
 

@@ -10,7 +10,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser(
         "convert",
-        help="convert a benchmark dataset (ReDial, INSPIRED, OpenDialKG, IMDB, IARD, MovieLens)",
+        help="convert a benchmark dataset (ReDial, INSPIRED, OpenDialKG, IMDB, IARD, MovieLens, CRSArena-Dial)",
         description="Convert a dataset from its original files into dialogues (JSONL + DialogueKit JSON), "
         "items, information needs, user profiles and a conversion report.",
     )

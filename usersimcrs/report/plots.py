@@ -105,3 +105,96 @@ def trajectories(lines: Mapping[str, Sequence[float | None]], *, title: str, yla
     ax.legend(fontsize=7)
     ax.set_title(title, fontsize=11)
     return _png(fig)
+
+
+def labelled_scatter(
+    panels: Mapping[str, Mapping[str, tuple[float, float]]], *, xlabel: str | Mapping[str, str], ylabel: str, title: str
+) -> bytes:
+    """One panel per key (e.g. a score), one labelled point per system: (x, y) = (score, human score)."""
+    names = list(panels)
+    width = max(5.0, 4.6 * len(names))
+    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(width, 4.0), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        points = {k: v for k, v in panels[name].items() if v[0] is not None and v[1] is not None}
+        xs = [p[0] for p in points.values()]
+        ys = [p[1] for p in points.values()]
+        ax.scatter(xs, ys, s=22)
+        for label, (x, y) in points.items():
+            ax.annotate(str(label), (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel(xlabel if isinstance(xlabel, str) else xlabel.get(name, name))
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=11)
+    return _png(fig)
+
+
+def rank_comparison(rankings: Mapping[str, Sequence[str]], *, title: str) -> bytes:
+    """A slope chart: one column per ranking (best at the top), a line joining each system's positions."""
+    columns = list(rankings)
+    systems = sorted({s for order in rankings.values() for s in order})
+    depth = max([len(order) for order in rankings.values()] + [1])
+    fig, ax = plt.subplots(figsize=(max(5.0, 2.6 * len(columns) + 2), max(3.0, 0.42 * depth + 1.4)))
+    for system in systems:
+        xs, ys = [], []
+        for i, column in enumerate(columns):
+            order = list(rankings[column])
+            if system in order:
+                xs.append(i)
+                ys.append(order.index(system) + 1)
+        line = ax.plot(xs, ys, marker="o", markersize=4)[0]
+        if xs:
+            ax.annotate(system, (xs[-1], ys[-1]), fontsize=6, xytext=(5, 0), textcoords="offset points",
+                        va="center", color=line.get_color())
+    ax.set_xticks(range(len(columns)))
+    ax.set_xticklabels(columns, fontsize=8)
+    ax.set_xlim(-0.3, len(columns) - 0.3)
+    ax.set_ylim(depth + 0.5, 0.5)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("rank (1 = best)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(title, fontsize=11)
+    return _png(fig)
+
+
+def interval_bars(rows: pd.DataFrame, *, label: str, value: str, low: str, high: str, title: str,
+                  xlabel: str, reference: float | None = None) -> bytes:
+    """Horizontal points with CI whiskers, one row per label (e.g. a statistic or a system)."""
+    data = rows.reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(6.5, max(2.2, 0.32 * len(data) + 1.2)))
+    y = np.arange(len(data))
+    values = data[value].astype(float).to_numpy()
+    lows = data[low].astype(float).to_numpy()
+    highs = data[high].astype(float).to_numpy()
+    err = np.vstack([np.where(np.isnan(lows), 0, values - lows), np.where(np.isnan(highs), 0, highs - values)])
+    ax.errorbar(values, y, xerr=np.clip(err, 0, None), fmt="o", capsize=3, markersize=4)
+    if reference is not None:
+        ax.axvline(reference, color="#999999", linestyle="--", linewidth=1)
+    ax.set_yticks(y)
+    ax.set_yticklabels([str(v) for v in data[label]], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_title(title, fontsize=11)
+    return _png(fig)
+
+
+def distribution_panels(panels: Mapping[str, Mapping[str, Sequence[float]]], *, title: str, columns: int = 4) -> bytes:
+    """One box plot panel per key (e.g. a feature), one box per group (e.g. human and each simulator)."""
+    names = list(panels)
+    cols = max(1, min(columns, len(names)))
+    rows = max(1, -(-len(names) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.9 * rows), squeeze=False)
+    for ax in axes.flat[len(names):]:
+        ax.axis("off")
+    for ax, name in zip(axes.flat, names):
+        groups = {g: [v for v in values if v is not None and np.isfinite(v)] for g, values in panels[name].items()}
+        groups = {g: v for g, v in groups.items() if v}
+        if groups:
+            ax.boxplot(list(groups.values()), showmeans=True)
+            ax.set_xticks(range(1, len(groups) + 1))
+            ax.set_xticklabels([str(g) for g in groups], rotation=30, ha="right", fontsize=7)
+        ax.set_title(name, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title, fontsize=11)
+    return _png(fig)

@@ -1,0 +1,286 @@
+"""Meta-evaluation: does an automatic score (metric or judge) agree with what real humans said?
+
+Two levels:
+- conversation: the score of each conversation against its human reference. A binary reference
+  (satisfied 1 / frustrated 0) gives the ROC AUC (0.5 = no better than chance, 1 = perfect
+  separation, 0 = perfectly inverted); an ordinal one gives Spearman r and Kendall tau-b, and the
+  quadratic-weighted kappa when both use the same integer scale.
+- system: the ranking of systems (CRSs) by their mean score against the human ranking (Bradley-Terry
+  strengths from pairwise votes, else the mean human reference per system): Kendall tau-b, Spearman r
+  and pairwise accuracy (the share of system pairs that humans order and the score orders the same way).
+
+Every statistic has a seeded percentile-bootstrap CI: conversation pairs are resampled at the
+conversation level; at the system level the conversations are resampled within each system and,
+when the human side comes from votes, the votes are resampled too and the BT model refitted.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+from pydantic import BaseModel
+
+from usersimcrs.analysis.agreement import (
+    kendall_tau_b,
+    quadratic_weighted_kappa,
+    spearman,
+)
+from usersimcrs.analysis.battles import DEFAULT_ALPHA, Battle, bradley_terry
+
+Level = Literal["conversation", "system"]
+SMALL_N = 30
+CHANCE = {"auc": 0.5, "pairwise_accuracy": 0.5, "spearman": 0.0, "kendall_tau_b": 0.0, "qwk": 0.0}
+CI_METHOD = "percentile bootstrap, 95%"
+
+
+class StatRow(BaseModel):
+    """One statistic of one score at one level; value None when it could not be measured (see note)."""
+
+    score: str
+    level: Level
+    statistic: str
+    value: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int
+    note: str | None = None
+
+    def caveats(self) -> list[str]:
+        """Why this figure should be read with care (small n, CI spanning chance, not measured)."""
+        out = []
+        if self.value is None:
+            out.append(self.note or "not measured")
+            return out
+        small = SMALL_N if self.level == "conversation" else 5
+        if self.n < small:
+            out.append(f"n = {self.n} < {small}: the CI is wide")
+        chance = CHANCE.get(self.statistic)
+        if (
+            chance is not None
+            and self.ci_low is not None
+            and self.ci_high is not None
+            and self.ci_low <= chance <= self.ci_high
+        ):
+            out.append(f"CI spans the chance value {chance:g}")
+        return out
+
+
+def _finite(value: float | None) -> float | None:
+    return float(value) if value is not None and np.isfinite(value) else None
+
+
+def auc(scores: ArrayLike, labels: ArrayLike) -> float | None:
+    """ROC AUC of `scores` for binary `labels` (1 = positive); None with fewer than one of each class."""
+    from sklearn.metrics import roc_auc_score
+
+    y = np.asarray(labels, dtype=float)
+    if y.size < 2 or len(set(y.tolist())) < 2:
+        return None
+    return float(roc_auc_score(y.astype(int), np.asarray(scores, dtype=float)))
+
+
+def label_kind(values: Sequence[float]) -> Literal["binary", "ordinal"]:
+    """'binary' when the reference only takes the values 0 and 1, else 'ordinal'."""
+    present = {float(v) for v in values if v is not None and np.isfinite(v)}
+    return "binary" if present and present <= {0.0, 1.0} else "ordinal"
+
+
+def same_integer_scale(a: ArrayLike, b: ArrayLike) -> bool:
+    """True when both sides are integers and the score stays within the reference's observed range."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.size == 0 or y.size == 0 or not (np.all(x == np.rint(x)) and np.all(y == np.rint(y))):
+        return False
+    return bool(x.min() >= y.min() and x.max() <= y.max() and y.max() > y.min())
+
+
+def pairwise_accuracy(score: dict[str, float], human: dict[str, float]) -> float | None:
+    """Share of system pairs that humans order (no human tie) and the score orders the same way.
+
+    A pair the score ties counts half. None when humans order no pair.
+    """
+    systems = sorted(set(score) & set(human))
+    agree, total = 0.0, 0
+    for a, b in itertools.combinations(systems, 2):
+        h = np.sign(human[a] - human[b])
+        if h == 0:
+            continue
+        s = np.sign(score[a] - score[b])
+        total += 1
+        agree += 1.0 if s == h else 0.5 if s == 0 else 0.0
+    return agree / total if total else None
+
+
+def _percentile_ci(draws: Sequence[float | None], confidence: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile interval of the defined draws; None when fewer than half of the resamples were defined."""
+    values = np.asarray([d for d in draws if d is not None and np.isfinite(d)], dtype=float)
+    if values.size == 0 or values.size < len(draws) / 2:
+        return None, None
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(values, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def paired_bootstrap(
+    statistic: Callable[[np.ndarray, np.ndarray], float | None],
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    resamples: int,
+    seed: int,
+) -> tuple[float | None, float | None]:
+    """Percentile CI of statistic(x, y) over resampled pairs (seeded)."""
+    if resamples <= 0 or x.size < 2:
+        return None, None
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(resamples):
+        idx = rng.integers(0, x.size, size=x.size)
+        draws.append(statistic(x[idx], y[idx]))
+    return _percentile_ci(draws)
+
+
+def _correlation(fn: Callable) -> Callable[[np.ndarray, np.ndarray], float | None]:
+    return lambda a, b: _finite(fn(list(a), list(b)))
+
+
+def conversation_stats(
+    name: str,
+    scores: Sequence[float | None],
+    reference: Sequence[float | None],
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> list[StatRow]:
+    """AUC (binary reference) or Spearman, Kendall tau-b and QWK (ordinal) with bootstrap CIs."""
+    pairs = [
+        (float(s), float(r))
+        for s, r in zip(scores, reference, strict=True)
+        if s is not None and r is not None and np.isfinite(s) and np.isfinite(r)
+    ]
+    x = np.asarray([p[0] for p in pairs], dtype=float)
+    y = np.asarray([p[1] for p in pairs], dtype=float)
+    n = int(x.size)
+    kind = label_kind(y.tolist())
+    statistics: dict[str, Callable[[np.ndarray, np.ndarray], float | None]]
+    if kind == "binary":
+        statistics = {"auc": lambda a, b: auc(a, b)}
+    else:
+        statistics = {"spearman": _correlation(spearman), "kendall_tau_b": _correlation(kendall_tau_b)}
+        if same_integer_scale(x, y):
+            statistics["qwk"] = _correlation(quadratic_weighted_kappa)
+    rows = []
+    for i, (statistic, fn) in enumerate(statistics.items()):
+        value = fn(x, y) if n >= 2 else None
+        low, high = (
+            paired_bootstrap(fn, x, y, resamples=resamples, seed=seed + i) if value is not None else (None, None)
+        )
+        note = None
+        if value is None:
+            note = "needs both classes in the reference" if kind == "binary" else "needs two pairs with varying values"
+        rows.append(
+            StatRow(
+                score=name,
+                level="conversation",
+                statistic=statistic,
+                value=value,
+                ci_low=low,
+                ci_high=high,
+                n=n,
+                note=note,
+            )
+        )
+    return rows
+
+
+def system_means(table: pd.DataFrame, column: str) -> dict[str, float]:
+    """Mean of `column` per system over the conversations where it is present."""
+    values = pd.to_numeric(table[column], errors="coerce")
+    means = values.groupby(table["system"]).mean().dropna()
+    return {str(k): float(v) for k, v in means.items()}
+
+
+def _system_figures(score: dict[str, float], human: dict[str, float]) -> dict[str, float | None]:
+    systems = sorted(set(score) & set(human))
+    a = [score[s] for s in systems]
+    b = [human[s] for s in systems]
+    return {
+        "kendall_tau_b": _finite(kendall_tau_b(a, b)),
+        "spearman": _finite(spearman(a, b)),
+        "pairwise_accuracy": pairwise_accuracy(score, human),
+    }
+
+
+def human_system_scores(
+    table: pd.DataFrame, battles: Sequence[Battle] | None, *, alpha: float = DEFAULT_ALPHA
+) -> dict[str, float]:
+    """The human side per system: BT strengths from the battles, else the mean reference."""
+    if battles:
+        return bradley_terry(list(battles), alpha=alpha)
+    return system_means(table, "reference")
+
+
+def _resample_within(table: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """Resample conversations with replacement inside each system (every system keeps its size)."""
+    positions = []
+    for idx in table.groupby("system").indices.values():
+        positions.append(rng.choice(idx, size=len(idx), replace=True))
+    return table.iloc[np.concatenate(positions)] if positions else table
+
+
+def system_stats(
+    name: str,
+    table: pd.DataFrame,
+    *,
+    battles: Sequence[Battle] | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+    alpha: float = DEFAULT_ALPHA,
+) -> tuple[list[StatRow], dict[str, float], dict[str, float]]:
+    """System-level agreement of the score's ranking with the human ranking, with bootstrap CIs.
+
+    `table` has columns system, reference and the score `name`. Returns the rows and the two
+    per-system score maps (score means, human scores) the rows were computed from.
+    """
+    data = table[["system", "reference", name]].rename(columns={name: "score"})
+    score = system_means(data, "score")
+    human = human_system_scores(data, battles, alpha=alpha)
+    point = _system_figures(score, human)
+    n = len(set(score) & set(human))
+    rng = np.random.default_rng(seed)
+    battle_list = list(battles or [])
+    draws: dict[str, list[float | None]] = {k: [] for k in point}
+    if n >= 2 and resamples > 0:
+        for _ in range(resamples):
+            sample = _resample_within(data, rng)
+            sample_battles = (
+                [battle_list[i] for i in rng.integers(0, len(battle_list), size=len(battle_list))]
+                if battle_list
+                else None
+            )
+            figures = _system_figures(
+                system_means(sample, "score"), human_system_scores(sample, sample_battles, alpha=alpha)
+            )
+            for key, value in figures.items():
+                draws[key].append(value)
+    rows = []
+    for statistic, value in point.items():
+        low, high = _percentile_ci(draws[statistic]) if value is not None and draws[statistic] else (None, None)
+        note = (
+            None
+            if value is not None
+            else (
+                "needs two systems with both a score and a human score"
+                if n < 2
+                else "undefined (all systems tied on one side)"
+            )
+        )
+        rows.append(
+            StatRow(
+                score=name, level="system", statistic=statistic, value=value, ci_low=low, ci_high=high, n=n, note=note
+            )
+        )
+    return rows, score, human

@@ -1,0 +1,135 @@
+"""`fidelity`: compare simulated conversations (a run or every cell of a matrix) with human ones.
+
+One row group per simulated run folder (cell): feature distances with bootstrap CIs and the
+discriminator AUC. The human side pools every completed conversation under HUMAN (a run folder or
+a converted corpus such as `convert crsarena-dial`'s output). Writes fidelity.csv,
+fidelity_features.csv (the per-conversation features) and report.html into the output folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from pydantic import BaseModel, Field
+
+from usersimcrs.analysis.fidelity import (
+    NUMERIC_FEATURES,
+    FidelityRow,
+    act_distance,
+    conversation_features,
+    discriminator_auc,
+    feature_distances,
+)
+from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.errors import DataError, UserError
+from usersimcrs.pipeline.sources import load_sources
+
+CSV_COLUMNS = [
+    "simulator",
+    "feature",
+    "statistic",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n_simulated",
+    "n_human",
+    "simulated_mean",
+    "human_mean",
+]
+FIDELITY_CSV = "fidelity.csv"
+FEATURES_CSV = "fidelity_features.csv"
+HUMAN = "human"
+
+
+class FidelityResult(BaseModel):
+    """Every distance and discriminator AUC, per simulated run, with the settings that produced them."""
+
+    simulated: str
+    human: str
+    groups: list[str]
+    n_human: int
+    rows: list[FidelityRow]
+    resamples: int
+    seed: int
+    ci_method: str = "percentile bootstrap, 95%, each side resampled"
+    output: str | None = None
+    files: list[str] = Field(default_factory=list)
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame([r.model_dump() for r in self.rows], columns=[*CSV_COLUMNS, "note"])
+
+
+def features_table(dialogues: list[Dialogue], group: str) -> pd.DataFrame:
+    """One row per conversation: its group (simulator or 'human'), ID and numeric features."""
+    rows = [{"group": group, "conversation_id": d.conversation_id, **conversation_features(d)} for d in dialogues]
+    return pd.DataFrame(rows, columns=["group", "conversation_id", *NUMERIC_FEATURES])
+
+
+def _completed(dialogues: list[Dialogue]) -> list[Dialogue]:
+    return [d for d in dialogues if d.status == "ok" and d.utterances]
+
+
+def fidelity(
+    simulated: str | Path,
+    human: str | Path,
+    output: str | Path | None = None,
+    *,
+    seed: int = 0,
+    resamples: int = 1000,
+    report: bool = True,
+) -> FidelityResult:
+    """Distances between each simulated run and the human conversations, and the discriminator AUC."""
+    if resamples < 0:
+        raise UserError("--resamples must be 0 or more")
+    human_dialogues = [d for s in load_sources(human) for d in _completed(s.run.dialogues)]
+    if len(human_dialogues) < 2:
+        raise DataError(f"{human}: fewer than 2 completed human conversations")
+    human_table = features_table(human_dialogues, HUMAN)
+    rows: list[FidelityRow] = []
+    frames = [human_table]
+    groups = []
+    for source in load_sources(simulated):
+        dialogues = _completed(source.run.dialogues)
+        name = source.name if source.name != HUMAN else f"{HUMAN}_simulated"
+        if not dialogues:
+            rows.append(
+                FidelityRow(
+                    simulator=name,
+                    feature="all",
+                    statistic="discriminator_auc",
+                    value=None,
+                    n_simulated=0,
+                    n_human=len(human_dialogues),
+                    note="no completed conversations",
+                )
+            )
+            continue
+        groups.append(name)
+        table = features_table(dialogues, name)
+        frames.append(table)
+        rows += feature_distances(name, table, human_table, resamples=resamples, seed=seed)
+        rows.append(act_distance(name, dialogues, human_dialogues, resamples=resamples, seed=seed))
+        rows.append(discriminator_auc(name, table, human_table, seed=seed, resamples=resamples))
+    result = FidelityResult(
+        simulated=str(simulated),
+        human=str(human),
+        groups=groups,
+        n_human=len(human_dialogues),
+        rows=rows,
+        resamples=resamples,
+        seed=seed,
+    )
+    if output is not None:
+        folder = Path(output)
+        folder.mkdir(parents=True, exist_ok=True)
+        result.table().to_csv(folder / FIDELITY_CSV, index=False)
+        pd.concat(frames, ignore_index=True).to_csv(folder / FEATURES_CSV, index=False)
+        result.files = [FIDELITY_CSV, FEATURES_CSV]
+        if report:
+            from usersimcrs.report.fidelity_report import build_fidelity_report
+
+            build_fidelity_report(result, pd.concat(frames, ignore_index=True)).write(folder)
+            result.files.append("report.html")
+        result.output = str(folder)
+    return result

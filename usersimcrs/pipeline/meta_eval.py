@@ -1,0 +1,328 @@
+"""`meta_eval`: how far automatic scores (rule metrics, judges) agree with human references and votes.
+
+Input: a run folder or matrix whose conversations carry a human reference in
+``Dialogue.metadata["reference"]`` (e.g. a `convert crsarena-dial` output), or references from a CSV.
+Scores: rule metric names (computed here, nothing is written into the input folder), judge columns
+``<judge>:<name>`` from the runs' judgments.jsonl, or from outside judgment files. The human ranking
+of systems comes from the votes (votes.jsonl next to the matrix, or a given file) when there are
+any, else from the mean reference per system. Writes meta_eval.csv, meta_eval_systems.csv,
+human_ranking.csv (with votes) and report.html into the output folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+import pandas as pd
+from pydantic import BaseModel, Field
+
+from usersimcrs.analysis.battles import (
+    DEFAULT_ALPHA,
+    BattleRanking,
+    battles_from_votes,
+    rank_systems,
+)
+from usersimcrs.analysis.compare import judge_columns
+from usersimcrs.analysis.meta_eval import (
+    CI_METHOD,
+    StatRow,
+    conversation_stats,
+    label_kind,
+    system_stats,
+)
+from usersimcrs.core.votes import VOTES, read_votes
+from usersimcrs.errors import DataError, UserError
+from usersimcrs.pipeline.sources import RunSource, load_sources
+
+CSV_COLUMNS = ["score", "level", "statistic", "value", "ci_low", "ci_high", "n"]
+META_EVAL_CSV = "meta_eval.csv"
+SYSTEMS_CSV = "meta_eval_systems.csv"
+HUMAN_RANKING_CSV = "human_ranking.csv"
+DEFAULT_REFERENCE_KEYS = ("satisfied", "rating", "satisfaction")
+HumanSource = Literal["auto", "votes", "labels"]
+
+
+class SystemScore(BaseModel):
+    """One system under one score: its mean score (with n) and its human score (with what it rests on)."""
+
+    score: str
+    system: str
+    mean: float | None
+    n: int
+    human: float | None
+    human_n: int = Field(description="battles behind a BT score, or labelled conversations behind a mean")
+
+
+class MetaEvalResult(BaseModel):
+    """Everything meta-eval measured, with the settings that produced it."""
+
+    path: str
+    scores: list[str]
+    reference_key: str
+    reference_kind: Literal["binary", "ordinal"]
+    human_source: Literal["votes", "labels"]
+    n_conversations: int
+    n_labelled: int
+    rows: list[StatRow]
+    systems: list[SystemScore]
+    human_ranking: BattleRanking | None = None
+    notes: list[str] = Field(default_factory=list)
+    resamples: int
+    seed: int
+    ci_method: str = CI_METHOD
+    output: str | None = None
+    files: list[str] = Field(default_factory=list)
+
+    def table(self) -> pd.DataFrame:
+        """The rows in meta_eval.csv's columns."""
+        return pd.DataFrame([r.model_dump(include=set(CSV_COLUMNS)) for r in self.rows], columns=CSV_COLUMNS)
+
+    def systems_table(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            [s.model_dump() for s in self.systems], columns=["score", "system", "mean", "n", "human", "human_n"]
+        )
+
+
+def _reference_value(dialogue_metadata: dict[str, Any], key: str) -> float | None:
+    reference = dialogue_metadata.get("reference")
+    if not isinstance(reference, dict):
+        return None
+    value = reference.get(key)
+    if isinstance(value, bool):
+        return float(value)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _reference_keys(sources: Sequence[RunSource]) -> list[str]:
+    keys: dict[str, None] = {}
+    for source in sources:
+        for dialogue in source.run.dialogues:
+            reference = dialogue.metadata.get("reference")
+            if isinstance(reference, dict):
+                for key, value in reference.items():
+                    if isinstance(value, (int, float)):
+                        keys.setdefault(str(key), None)
+    return list(keys)
+
+
+def choose_reference_key(available: Sequence[str], requested: str | None) -> str:
+    """The reference to compare with: the requested key, else the first of the usual names, else the only one."""
+    if requested:
+        if available and requested not in available:
+            raise DataError(f"no reference {requested!r} on the conversations; available: {', '.join(available)}")
+        return requested
+    for key in DEFAULT_REFERENCE_KEYS:
+        if key in available:
+            return key
+    if len(available) == 1:
+        return available[0]
+    if not available:
+        raise DataError(
+            "no human reference on the conversations (metadata.reference) and no --reference file; "
+            "convert a human corpus (e.g. `usersimcrs convert crsarena-dial`) or pass --reference CSV"
+        )
+    raise DataError(f"several references ({', '.join(available)}); choose one with --reference-key")
+
+
+def _conversation_table(
+    sources: Sequence[RunSource],
+    scores: Sequence[str],
+    reference_key: str,
+    outside: list[dict[str, Any]],
+    reference_csv: pd.DataFrame | None,
+) -> pd.DataFrame:
+    """One row per conversation: system, reference and every requested score."""
+    from usersimcrs.metrics.compute import compute_metrics
+    from usersimcrs.metrics.options import MetricOptions
+
+    rule_scores = [s for s in scores if ":" not in s]
+    options = MetricOptions.model_validate({"satisfaction": "satisfaction" in rule_scores})
+    frames = []
+    for source in sources:
+        dialogues = [d for d in source.run.dialogues if d.status == "ok"]
+        if not dialogues:
+            continue
+        base = pd.DataFrame(
+            {
+                "conversation_id": [d.conversation_id for d in dialogues],
+                "system": [source.crs or d.agent_id for d in dialogues],
+                "reference": [_reference_value(d.metadata, reference_key) for d in dialogues],
+            }
+        )
+        if rule_scores:
+            metrics = compute_metrics(dialogues, options).conversations
+            missing = [s for s in rule_scores if s not in metrics.columns]
+            if missing:
+                known = [
+                    c for c in metrics.columns if c not in ("conversation_id", "agent_id", "user_id", "index", "status")
+                ]
+                raise DataError(
+                    f"unknown score(s) {', '.join(missing)}; rule metrics: {', '.join(map(str, known))}; "
+                    "judge scores are named <judge>:<name>"
+                )
+            base = base.merge(metrics[["conversation_id", *rule_scores]], on="conversation_id", how="left")
+        judged = judge_columns(list(source.run.judgments) + outside)
+        if not judged.empty:
+            base = base.merge(judged, on="conversation_id", how="left")
+        frames.append(base)
+    if not frames:
+        raise DataError("no completed conversations to evaluate")
+    table = pd.concat(frames, ignore_index=True)
+    if reference_csv is not None:
+        part = reference_csv[reference_csv["name"] == reference_key]
+        values = part.groupby("conversation_id")["value"].mean()
+        table["reference"] = table["conversation_id"].map(values).astype(float)
+    for score in scores:
+        if score not in table.columns:
+            available = sorted(c for c in table.columns if ":" in str(c))
+            raise DataError(f"no judge score {score!r} in the judgments; available: {', '.join(available) or 'none'}")
+        table[score] = pd.to_numeric(table[score], errors="coerce").astype(float)
+    return table
+
+
+def _system_rows(
+    name: str, table: pd.DataFrame, score: dict[str, float], human: dict[str, float], ranking: BattleRanking | None
+) -> list[SystemScore]:
+    battles = {s.system: s.battles for s in ranking.systems} if ranking else {}
+    rows = []
+    for system in sorted(set(table["system"]) | set(human)):
+        part = table[table["system"] == system]
+        n = int(pd.to_numeric(part[name], errors="coerce").notna().sum())
+        human_n = battles.get(system, 0) if ranking else int(part["reference"].notna().sum())
+        rows.append(
+            SystemScore(
+                score=name, system=str(system), mean=score.get(system), n=n, human=human.get(system), human_n=human_n
+            )
+        )
+    return rows
+
+
+def _global_notes(
+    rows: list[StatRow], table: pd.DataFrame, ranking: BattleRanking | None, n_labelled: int
+) -> list[str]:
+    notes = []
+    if n_labelled < 30:
+        notes.append(
+            f"only {n_labelled} labelled conversations: conversation-level CIs are wide; "
+            "treat every figure here as a rough indication, not evidence"
+        )
+    if any(r.level == "system" and r.n < 5 for r in rows):
+        notes.append(
+            "fewer than 5 systems have both a score and a human score: system-level statistics are "
+            "close to uninformative"
+        )
+    spanning = sorted({r.score for r in rows if any("spans the chance" in c for c in r.caveats())})
+    if spanning:
+        notes.append(
+            f"some CIs span the chance value (0.5 for AUC and pairwise accuracy, 0 for correlations) for "
+            f"{', '.join(spanning)}: no evidence of agreement with humans there"
+        )
+    if ranking is not None:
+        if ranking.components > 1:
+            notes.append(
+                f"the votes form {ranking.components} unconnected groups of systems; BT scores across groups "
+                f"are tied together only by the regularisation (alpha {ranking.alpha:g})"
+            )
+        unscored = sorted({s.system for s in ranking.systems} - set(table["system"]))
+        if unscored:
+            notes.append(
+                f"systems with votes but no conversations here (not in the system-level figures): {', '.join(unscored)}"
+            )
+    return notes
+
+
+def meta_eval(
+    path: str | Path,
+    scores: Sequence[str],
+    output: str | Path | None = None,
+    *,
+    seed: int = 0,
+    resamples: int = 1000,
+    reference_key: str | None = None,
+    reference_csv: str | Path | None = None,
+    votes: str | Path | None = None,
+    judgments: Sequence[str | Path] = (),
+    human: HumanSource = "auto",
+    alpha: float = DEFAULT_ALPHA,
+    report: bool = True,
+) -> MetaEvalResult:
+    """Agreement of each score with the human reference (conversation level) and ranking (system level)."""
+    from usersimcrs.analysis.reference import read_judge_records, read_reference
+
+    scores = [s.strip() for s in scores if s.strip()]
+    if not scores:
+        raise UserError("give at least one score (e.g. --scores satisfaction,turns)")
+    if resamples < 0:
+        raise UserError("--resamples must be 0 or more")
+    sources = load_sources(path)
+    ref_table = read_reference(reference_csv) if reference_csv else None
+    available = sorted(set(ref_table["name"])) if ref_table is not None else _reference_keys(sources)
+    key = choose_reference_key(available, reference_key)
+    outside = [r for f in judgments for r in read_judge_records(f)]
+    table = _conversation_table(sources, scores, key, outside, ref_table)
+    labelled = table[table["reference"].notna()]
+    if labelled.empty:
+        raise DataError(f"no conversation carries the reference {key!r}")
+    kind = label_kind(labelled["reference"].tolist())
+
+    votes_path = Path(votes) if votes else Path(path) / VOTES
+    ranking = None
+    battles = None
+    if human == "votes" and not votes_path.exists():
+        raise DataError(f"{votes_path}: no votes file (needed for --human votes)")
+    if human != "labels" and votes_path.exists():
+        vote_records = read_votes(votes_path)
+        if vote_records:
+            battles = battles_from_votes(vote_records)
+            ranking = rank_systems(battles, resamples=resamples, seed=seed, alpha=alpha)
+    rows: list[StatRow] = []
+    systems: list[SystemScore] = []
+    for i, score in enumerate(scores):
+        rows += conversation_stats(
+            score, list(labelled[score]), list(labelled["reference"]), resamples=resamples, seed=seed + 1000 * i
+        )
+        # the score side of the system ranking uses every conversation with the score, labelled or not
+        sys_rows, means, human_scores = system_stats(
+            score, table, battles=battles, resamples=resamples, seed=seed + 1000 * i + 500, alpha=alpha
+        )
+        rows += sys_rows
+        systems += _system_rows(score, table, means, human_scores, ranking)
+    result = MetaEvalResult(
+        path=str(path),
+        scores=list(scores),
+        reference_key=key,
+        reference_kind=kind,
+        human_source="votes" if ranking else "labels",
+        n_conversations=len(table),
+        n_labelled=len(labelled),
+        rows=rows,
+        systems=systems,
+        human_ranking=ranking,
+        notes=_global_notes(rows, table, ranking, len(labelled)),
+        resamples=resamples,
+        seed=seed,
+    )
+    if output is not None:
+        write_meta_eval(result, output, report=report)
+    return result
+
+
+def write_meta_eval(result: MetaEvalResult, output: str | Path, *, report: bool = True) -> None:
+    """meta_eval.csv (+ systems, human ranking) and report.html in `output`; file names go to `result.files`."""
+    folder = Path(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    result.table().to_csv(folder / META_EVAL_CSV, index=False)
+    result.systems_table().to_csv(folder / SYSTEMS_CSV, index=False)
+    files = [META_EVAL_CSV, SYSTEMS_CSV]
+    if result.human_ranking is not None:
+        ranking = pd.DataFrame([s.model_dump() for s in result.human_ranking.systems])
+        ranking.to_csv(folder / HUMAN_RANKING_CSV, index=False)
+        files.append(HUMAN_RANKING_CSV)
+    if report:
+        from usersimcrs.report.meta_eval_report import build_meta_eval_report
+
+        build_meta_eval_report(result).write(folder)
+        files.append("report.html")
+    result.output = str(folder)
+    result.files = files

@@ -1,0 +1,37 @@
+"""A path given to meta-eval or fidelity: one run folder, or a matrix (simulated or converted human corpus).
+
+Both commands accept either; this module turns the path into a list of run folders with the CRS and
+simulator each one belongs to, using the one matrix layout (`discover_cells`) and the one run reader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from usersimcrs.analysis.compare import discover_cells, is_matrix_dir
+from usersimcrs.errors import DataError
+from usersimcrs.metrics.run_files import DIALOGUES, RunData, load_run
+
+
+@dataclass
+class RunSource:
+    """One run folder: its label (cell name or folder name), CRS and simulator, and what it holds."""
+
+    name: str
+    crs: str | None
+    simulator: str | None
+    run: RunData
+
+
+def load_sources(path: str | Path) -> list[RunSource]:
+    """The run folders under `path`: the cells of a matrix, else the run folder itself."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such folder")
+    if is_matrix_dir(path):
+        return [RunSource(c.name, c.crs, c.simulator, load_run(c.run_dir)) for c in discover_cells(path)]
+    if not (path / DIALOGUES).exists():
+        raise DataError(f"{path}: neither a run folder ({DIALOGUES}) nor a matrix (matrix.json or cells/)")
+    run = load_run(path)
+    return [RunSource(str(run.manifest.get("name") or path.name), run.crs, run.simulator, run)]

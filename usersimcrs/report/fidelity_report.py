@@ -1,0 +1,89 @@
+"""The fidelity report: distances with CIs, discriminator AUC, and the feature distributions side by side."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from usersimcrs.analysis.fidelity import ACCEPT_CUES, NUMERIC_FEATURES, REJECT_CUES
+from usersimcrs.report import plots
+from usersimcrs.report.html import Report
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.pipeline.fidelity import FidelityResult
+
+
+def add_fidelity_section(report: Report, result: "FidelityResult", features: pd.DataFrame) -> None:
+    """Discriminator and distance figures per simulator, and box plots of every feature."""
+    table = result.table()
+    report.section("Simulator fidelity")
+    report.text(
+        f"Simulated: {result.simulated} ({len(result.groups)} run(s)); human: {result.human} "
+        f"({result.n_human} conversations). CIs: {result.ci_method}, {result.resamples} resamples, "
+        f"seed {result.seed}. KS 0 = same distribution, 1 = disjoint; Wasserstein in the feature's unit; "
+        "discriminator AUC 0.5 = simulated users cannot be told from humans."
+    )
+    smallest = min([result.n_human] + [r.n_simulated for r in result.rows if r.statistic == "discriminator_auc"])
+    if smallest < 30:
+        report.text(
+            f"As few as {smallest} conversations on one side (human: {result.n_human}): every CI here is wide.",
+            note=True,
+        )
+    report.table("fidelity", table, caption="Distances between simulated and human conversations")
+    disc = table[(table["statistic"] == "discriminator_auc") & table["value"].notna()]
+    if not disc.empty:
+        report.plot(
+            "discriminator_auc",
+            plots.interval_bars(
+                disc,
+                label="simulator",
+                value="value",
+                low="ci_low",
+                high="ci_high",
+                xlabel="ROC AUC",
+                title="Can a classifier tell simulated from human conversations?",
+                reference=0.5,
+            ),
+            caption="Cross-validated discriminator AUC with CI (dashed: 0.5, indistinguishable)",
+        )
+    ks = table[(table["statistic"] == "ks") & table["value"].notna()].assign(
+        label=lambda t: t["simulator"] + " · " + t["feature"]
+    )
+    if not ks.empty:
+        report.plot(
+            "ks_distances",
+            plots.interval_bars(
+                ks,
+                label="label",
+                value="value",
+                low="ci_low",
+                high="ci_high",
+                xlabel="Kolmogorov-Smirnov statistic",
+                title="Feature distances (KS)",
+                reference=0.0,
+            ),
+            caption="KS statistic per feature with CI",
+        )
+    panels = {f: {g: list(part[f]) for g, part in features.groupby("group", sort=False)} for f in NUMERIC_FEATURES}
+    report.plot(
+        "feature_distributions",
+        plots.distribution_panels(panels, title="Per-conversation features"),
+        caption="Box: quartiles; line: median; triangle: mean",
+    )
+    report.text(
+        "Lexical cues (lower-cased, whole words). Accept: "
+        + ", ".join(ACCEPT_CUES)
+        + ". Reject: "
+        + ", ".join(REJECT_CUES)
+        + ", or a turn opening with no/nope/nah. Question: a '?' or an opening "
+        "question word."
+    )
+
+
+def build_fidelity_report(result: "FidelityResult", features: pd.DataFrame) -> Report:
+    report = Report(
+        title="Simulator fidelity against human conversations", subtitle=f"{result.simulated} vs {result.human}"
+    )
+    add_fidelity_section(report, result, features)
+    return report

@@ -1,0 +1,142 @@
+"""The meta-evaluation report: agreement table with CIs, system-level scatter and ranking comparison."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from usersimcrs.analysis.battles import BattleRanking
+from usersimcrs.analysis.ranking import ranking
+from usersimcrs.report import plots
+from usersimcrs.report.html import Report
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.pipeline.meta_eval import MetaEvalResult
+
+
+def caveat_table(result: "MetaEvalResult") -> pd.DataFrame:
+    """meta_eval.csv's rows with a caveat column (small n, CI spanning chance, not measured)."""
+    table = result.table()
+    table["caveat"] = ["; ".join(r.caveats()) for r in result.rows]
+    return table
+
+
+def human_ranking_table(ranking: BattleRanking) -> pd.DataFrame:
+    """The BT ranking for printing: strength with CI, battles, wins-losses-ties and Elo."""
+    rows = [
+        {"system": s.system, "bt": s.score, "ci_low": s.ci_low, "ci_high": s.ci_high, "battles": s.battles,
+         "w-l-t": f"{s.wins}-{s.losses}-{s.ties}", "elo": s.elo}
+        for s in ranking.systems
+    ]
+    return pd.DataFrame(rows, columns=["system", "bt", "ci_low", "ci_high", "battles", "w-l-t", "elo"])
+
+
+def add_meta_eval_section(report: Report, result: "MetaEvalResult") -> None:
+    """Agreement figures, human ranking, and per-score system plots."""
+    human = (
+        "Bradley-Terry strength from pairwise votes"
+        if result.human_source == "votes"
+        else f"mean human '{result.reference_key}' per system"
+    )
+    report.section("Agreement with humans")
+    report.text(
+        f"Reference: '{result.reference_key}' ({result.reference_kind}) on {result.n_labelled} of "
+        f"{result.n_conversations} conversations. Human system scores: {human}. CIs: {result.ci_method}, "
+        f"{result.resamples} resamples, seed {result.seed}; n is conversations (conversation level) or "
+        f"systems (system level)."
+    )
+    for note in result.notes:
+        report.text(note, note=True)
+    report.table("meta_eval", caveat_table(result), caption="Agreement of each score with the human reference")
+    conv = result.table()
+    conv = conv[conv["value"].notna()].assign(
+        label=lambda t: t["score"] + " · " + t["statistic"] + " (" + t["level"] + ")"
+    )
+    if not conv.empty:
+        report.plot(
+            "meta_eval_intervals",
+            plots.interval_bars(
+                conv,
+                label="label",
+                value="value",
+                low="ci_low",
+                high="ci_high",
+                xlabel="value (with 95% CI)",
+                title="Agreement with humans",
+            ),
+            caption="Each figure with its bootstrap CI",
+        )
+
+    systems = result.systems_table()
+    report.section("System level")
+    panels = {}
+    orders: dict[str, list[str]] = {}
+    human_scores = systems.drop_duplicates("system").set_index("system")["human"].dropna()
+    if not human_scores.empty:
+        orders[f"humans ({result.human_source})"] = ranking(human_scores)
+    for score, part in systems.groupby("score", sort=False):
+        panels[str(score)] = {
+            str(r.system): (r.mean, r.human) for r in part.itertuples() if pd.notna(r.mean) and pd.notna(r.human)
+        }
+        means = part.set_index("system")["mean"].dropna()
+        if not means.empty:
+            orders[str(score)] = ranking(means[means.index.isin(human_scores.index)])
+    if panels:
+        report.plot(
+            "system_scatter",
+            plots.labelled_scatter(
+                panels,
+                xlabel={k: f"mean {k}" for k in panels},
+                ylabel="human score (BT strength)"
+                if result.human_source == "votes"
+                else f"mean {result.reference_key}",
+                title="Systems: automatic score vs humans",
+            ),
+            caption="One point per system; a score that agrees with humans puts the points on a rising line",
+        )
+    if len(orders) >= 2:
+        report.plot(
+            "ranking_comparison",
+            plots.rank_comparison(orders, title="Rankings: humans vs each score"),
+            caption="Rank of each system (1 = best) under the human ranking and under each score's mean",
+        )
+    report.table(
+        "meta_eval_systems",
+        systems,
+        caption="Mean score per system (n conversations) and the human score "
+        "(human_n: battles or labelled conversations behind it)",
+    )
+    if result.human_ranking is not None:
+        hr = result.human_ranking
+        report.section("Human ranking from votes")
+        report.text(
+            f"{hr.n_battles} votes, {hr.components} connected group(s) of systems; {hr.method}; "
+            f"alpha {hr.alpha:g}, {hr.resamples} resamples, seed {hr.seed}. Elo (K=32, start 1000) in vote order "
+            "for comparison."
+        )
+        table = pd.DataFrame([s.model_dump() for s in hr.systems])
+        report.table("human_ranking", table, caption="Bradley-Terry log-strength (0 = average) with CI, record and Elo")
+        report.plot(
+            "human_ranking",
+            plots.interval_bars(
+                table,
+                label="system",
+                value="score",
+                low="ci_low",
+                high="ci_high",
+                xlabel="BT log-strength",
+                title="Human ranking (Bradley-Terry)",
+                reference=0.0,
+            ),
+            caption="Strength with its bootstrap CI",
+        )
+
+
+def build_meta_eval_report(result: "MetaEvalResult") -> Report:
+    """A standalone report for one meta-evaluation."""
+    report = Report(
+        title="Meta-evaluation against humans", subtitle=f"{result.path} · scores: {', '.join(result.scores)}"
+    )
+    add_meta_eval_section(report, result)
+    return report
