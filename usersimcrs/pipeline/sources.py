@@ -11,7 +11,7 @@ from pathlib import Path
 
 from usersimcrs.analysis.compare import discover_cells, is_matrix_dir
 from usersimcrs.errors import DataError
-from usersimcrs.metrics.run_files import DIALOGUES, RunData, load_run
+from usersimcrs.core.run_folder import DIALOGUES, Run, load_run
 
 
 @dataclass
@@ -21,7 +21,7 @@ class RunSource:
     name: str
     crs: str | None
     simulator: str | None
-    run: RunData
+    run: Run
 
 
 def load_sources(path: str | Path) -> list[RunSource]:
@@ -34,4 +34,4 @@ def load_sources(path: str | Path) -> list[RunSource]:
     if not (path / DIALOGUES).exists():
         raise DataError(f"{path}: neither a run folder ({DIALOGUES}) nor a matrix (matrix.json or cells/)")
     run = load_run(path)
-    return [RunSource(str(run.manifest.get("name") or path.name), run.crs, run.simulator, run)]
+    return [RunSource(run.name, run.crs, run.simulator, run)]
