@@ -18,7 +18,8 @@ from usersimcrs.analysis.fidelity import (
 from usersimcrs.cli import main
 from usersimcrs.core.dialogue import Dialogue, DialogueAct, Utterance
 from usersimcrs.core.jsonl import JsonlWriter, read_models
-from usersimcrs.pipeline.fidelity import CSV_COLUMNS, fidelity
+from usersimcrs.analysis.fidelity import CSV_COLUMNS
+from usersimcrs.pipeline.fidelity import fidelity
 
 VOCAB = (
     "movie film comedy drama action like love watch seen great good bad old new funny scary something "

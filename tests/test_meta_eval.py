@@ -21,7 +21,8 @@ from usersimcrs.cli import main
 from usersimcrs.core.dialogue import Dialogue, Utterance
 from usersimcrs.core.jsonl import JsonlWriter
 from usersimcrs.errors import DataError
-from usersimcrs.pipeline.meta_eval import CSV_COLUMNS, meta_eval
+from usersimcrs.analysis.meta_eval import CSV_COLUMNS
+from usersimcrs.pipeline.meta_eval import meta_eval
 
 
 def test_auc_perfect_inverted_constant():

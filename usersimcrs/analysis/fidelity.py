@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from usersimcrs.core.dialogue import USER, Dialogue
 
@@ -397,3 +397,38 @@ def discriminator_verdict(row: FidelityRow) -> str:
     if row.ci_low > 0.5:
         return f"simulated users are told apart from humans; {figure}"
     return f"below 0.5: a cross-validation artefact of small samples, not 'more human than humans'; {figure}"
+
+
+CSV_COLUMNS = [
+    "simulator",
+    "feature",
+    "statistic",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n_simulated",
+    "n_human",
+    "simulated_mean",
+    "human_mean",
+]
+FIDELITY_CSV = "fidelity.csv"
+FEATURES_CSV = "fidelity_features.csv"
+HUMAN = "human"
+
+
+class FidelityResult(BaseModel):
+    """Every distance and discriminator AUC, per simulated run, with the settings that produced them."""
+
+    simulated: str
+    human: str
+    groups: list[str]
+    n_human: int
+    rows: list[FidelityRow]
+    resamples: int
+    seed: int
+    ci_method: str = "percentile bootstrap, 95%, each side resampled"
+    output: str | None = None
+    files: list[str] = Field(default_factory=list)
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame([r.model_dump() for r in self.rows], columns=[*CSV_COLUMNS, "note"])

@@ -22,14 +22,14 @@ from typing import Callable, Literal, Sequence
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from usersimcrs.analysis.agreement import (
     kendall_tau_b,
     quadratic_weighted_kappa,
     spearman,
 )
-from usersimcrs.analysis.battles import DEFAULT_ALPHA, Battle, bradley_terry
+from usersimcrs.analysis.battles import DEFAULT_ALPHA, Battle, BattleRanking, bradley_terry
 
 Level = Literal["conversation", "system"]
 SMALL_N = 30
@@ -284,3 +284,52 @@ def system_stats(
             )
         )
     return rows, score, human
+
+
+CSV_COLUMNS = ["score", "level", "statistic", "value", "ci_low", "ci_high", "n"]
+META_EVAL_CSV = "meta_eval.csv"
+SYSTEMS_CSV = "meta_eval_systems.csv"
+HUMAN_RANKING_CSV = "human_ranking.csv"
+DEFAULT_REFERENCE_KEYS = ("satisfied", "rating", "satisfaction")
+HumanSource = Literal["auto", "votes", "labels"]
+
+
+class SystemScore(BaseModel):
+    """One system under one score: its mean score (with n) and its human score (with what it rests on)."""
+
+    score: str
+    system: str
+    mean: float | None
+    n: int
+    human: float | None
+    human_n: int = Field(description="battles behind a BT score, or labelled conversations behind a mean")
+
+
+class MetaEvalResult(BaseModel):
+    """Everything meta-eval measured, with the settings that produced it."""
+
+    path: str
+    scores: list[str]
+    reference_key: str
+    reference_kind: Literal["binary", "ordinal"]
+    human_source: Literal["votes", "labels"]
+    n_conversations: int
+    n_labelled: int
+    rows: list[StatRow]
+    systems: list[SystemScore]
+    human_ranking: BattleRanking | None = None
+    notes: list[str] = Field(default_factory=list)
+    resamples: int
+    seed: int
+    ci_method: str = CI_METHOD
+    output: str | None = None
+    files: list[str] = Field(default_factory=list)
+
+    def table(self) -> pd.DataFrame:
+        """The rows in meta_eval.csv's columns."""
+        return pd.DataFrame([r.model_dump(include=set(CSV_COLUMNS)) for r in self.rows], columns=CSV_COLUMNS)
+
+    def systems_table(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            [s.model_dump() for s in self.systems], columns=["score", "system", "mean", "n", "human", "human_n"]
+        )

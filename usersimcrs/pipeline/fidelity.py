@@ -11,10 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from pydantic import BaseModel, Field
 
 from usersimcrs.analysis.fidelity import (
+    FEATURES_CSV,
+    FIDELITY_CSV,
+    HUMAN,
     NUMERIC_FEATURES,
+    FidelityResult,
     FidelityRow,
     act_distance,
     conversation_features,
@@ -24,40 +27,6 @@ from usersimcrs.analysis.fidelity import (
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.errors import DataError, UserError
 from usersimcrs.pipeline.sources import load_sources
-
-CSV_COLUMNS = [
-    "simulator",
-    "feature",
-    "statistic",
-    "value",
-    "ci_low",
-    "ci_high",
-    "n_simulated",
-    "n_human",
-    "simulated_mean",
-    "human_mean",
-]
-FIDELITY_CSV = "fidelity.csv"
-FEATURES_CSV = "fidelity_features.csv"
-HUMAN = "human"
-
-
-class FidelityResult(BaseModel):
-    """Every distance and discriminator AUC, per simulated run, with the settings that produced them."""
-
-    simulated: str
-    human: str
-    groups: list[str]
-    n_human: int
-    rows: list[FidelityRow]
-    resamples: int
-    seed: int
-    ci_method: str = "percentile bootstrap, 95%, each side resampled"
-    output: str | None = None
-    files: list[str] = Field(default_factory=list)
-
-    def table(self) -> pd.DataFrame:
-        return pd.DataFrame([r.model_dump() for r in self.rows], columns=[*CSV_COLUMNS, "note"])
 
 
 def features_table(dialogues: list[Dialogue], group: str) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from usersimcrs.report import plots
 from usersimcrs.report.html import Report
 
 if TYPE_CHECKING:  # pragma: no cover
-    from usersimcrs.pipeline.fidelity import FidelityResult
+    from usersimcrs.analysis.fidelity import FidelityResult
 
 
 def add_fidelity_section(report: Report, result: "FidelityResult", features: pd.DataFrame) -> None:

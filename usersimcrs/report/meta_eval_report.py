@@ -12,7 +12,7 @@ from usersimcrs.report import plots
 from usersimcrs.report.html import Report
 
 if TYPE_CHECKING:  # pragma: no cover
-    from usersimcrs.pipeline.meta_eval import MetaEvalResult
+    from usersimcrs.analysis.meta_eval import MetaEvalResult
 
 
 def caveat_table(result: "MetaEvalResult") -> pd.DataFrame:
