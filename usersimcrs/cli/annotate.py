@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,44 +36,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from data_converters.augment.base import annotators
-    from data_converters.augment.folder import ConvertedFolder
-    from data_converters.augment.prompt_spec import labels_from_yaml, load_prompt
-    from data_converters.augment.runner import annotate, report_path, summary_line
-    from usersimcrs.errors import UserError
-    from usersimcrs.llm.config import LLMConfig
-    from usersimcrs.llm.provider import LLMProvider
+    from data_converters.augment.runner import summary_line
+    from usersimcrs.core.validation import validate
+    from usersimcrs.pipeline.annotate import AnnotateRequest, annotate_folder
 
-    if args.concurrency < 1:
-        raise UserError("--concurrency must be at least 1")
-    folder = ConvertedFolder(args.folder)
-    task_cls = annotators.get(args.task)
-    prompt = load_prompt(args.prompt or task_cls.default_prompt)
-    if args.intents:
-        prompt.intents = labels_from_yaml(args.intents, "intents")
-    if args.slots:
-        prompt.slots = labels_from_yaml(args.slots, "slots")
-    task = task_cls(prompt, folder.items())
-    config = LLMConfig(
-        backend=args.llm_backend,
-        model=args.model,
-        model_path=args.model_path,
-        base_url=args.base_url,
-        max_concurrency=args.concurrency,
-        retries=max(0, args.retries),
-        cache_dir=args.cache_dir,
-    )
-    provider = LLMProvider(config)
-
-    async def go():
-        try:
-            return await annotate(
-                folder, task, provider.get("annotate"), concurrency=args.concurrency, limit=args.limit,
-                overwrite=args.overwrite, max_tokens=args.max_tokens, usage=provider.usage_summary,
-            )
-        finally:
-            await provider.aclose()
-
-    report = asyncio.run(go())
-    print(summary_line(report) + f" -> {report_path(folder, task)}")
-    return 0 if report.failed == 0 or report.annotated > 0 else 1
+    llm = {"backend": args.llm_backend, "model": args.model, "model_path": args.model_path, "base_url": args.base_url,
+           "retries": max(0, args.retries), "cache_dir": args.cache_dir}
+    fields = {"task": args.task, "folder": args.folder, "llm": llm, "limit": args.limit, "concurrency": args.concurrency,
+              "max_tokens": args.max_tokens, "prompt": args.prompt, "intents": args.intents, "slots": args.slots,
+              "overwrite": args.overwrite}
+    request = validate(AnnotateRequest, fields, source=None, flags=True)
+    result = annotate_folder(request)
+    print(summary_line(result.report) + f" -> {result.report_path}")
+    return 0 if result.report.failed == 0 or result.report.annotated > 0 else 1

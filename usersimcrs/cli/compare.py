@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,13 +16,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.analysis.compare import COMPARISON_DIR
-    from usersimcrs.report.matrix_report import run_comparison, wide_ranks
+    from usersimcrs.pipeline.compare import compare_matrix
+    from usersimcrs.report.matrix_report import wide_ranks
     from usersimcrs.report.tables import markdown_table
 
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
-    comparison, table, _ = run_comparison(args.matrix_dir, metrics=metrics, valid_only=not args.all_conversations,
-                                          n_resamples=args.resamples, seed=args.seed)
+    result = compare_matrix(args.matrix_dir, metrics=metrics, valid_only=not args.all_conversations,
+                            resamples=args.resamples, seed=args.seed)
+    comparison, table = result.comparison, result.table
     print(f"{args.matrix_dir}: {table['cell'].nunique()} cells, {len(table)} conversations")
     print(markdown_table(wide_ranks(comparison)), end="")
     uncertain = int(comparison.ranks["uncertain"].sum()) if not comparison.ranks.empty else 0
@@ -32,5 +32,5 @@ def handle(args: argparse.Namespace) -> int:
               "or a 95% CI overlapping the neighbour's): read them as ties")
     if not comparison.agreement.empty:
         print(markdown_table(comparison.agreement), end="")
-    print(f"written: {Path(args.matrix_dir) / COMPARISON_DIR}/{{means,ranks,agreement,significance}}.csv")
+    print(f"written: {result.folder}/{{means,ranks,agreement,significance}}.csv")
     return 0

@@ -8,7 +8,6 @@ precision/recall/F1 are printed, micro- and macro-averaged.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from typing import Any
 
@@ -36,88 +35,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    report = asyncio.run(evaluate(args))
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(render(report))
-    return 0
+    from usersimcrs.core.validation import validate
+    from usersimcrs.pipeline.nlu_eval import NLUEvalRequest, nlu_eval
 
-
-async def evaluate(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the NLU over every annotated AGENT utterance and score it."""
-    from usersimcrs.core.dialogue import AGENT, Dialogue
-    from usersimcrs.core.dialoguekit_io import read_dialoguekit
-    from usersimcrs.core.items import ItemCollection
-    from usersimcrs.simulators.agenda.nlu.base import NLUSettings, nlu_components
-    from usersimcrs.simulators.agenda.nlu.evaluation import load_label_map, score_intents
-    from usersimcrs.simulators.agenda.policy.domain import Domain, domain_from_items, load_domain
-    from usersimcrs.simulators.agenda.policy.interaction_model import load_interaction_model
-
-    dialogues = read_dialoguekit(args.dialogues)
-    labels = load_label_map(args.labels)
-    items = (
-        ItemCollection.from_csv(args.items, delimiters={"genres": "|", "keywords": "|"}) if args.items else None
-    )
-    domain = load_domain(args.domain) if args.domain else (
-        domain_from_items(items) if items is not None else Domain(slot_names=["TITLE", "GENRE", "ACTORS", "DIRECTOR", "YEAR", "KEYWORD"])
-    )
-    provider = _provider(args) if args.nlu == "llm" else None
-    settings = NLUSettings(
-        interaction_model=load_interaction_model(args.interaction_model),
-        domain=domain,
-        items=items,
-        llm=(lambda: provider.get("nlu")) if provider is not None else None,
-        structured=args.structured,
-        max_tokens=args.max_tokens,
-    )
-    nlu = nlu_components.get(args.nlu)(settings)  # an unknown name is a one-line ConfigError
-    gold: list[set[str]] = []
-    predicted: list[set[str]] = []
-    dropped = 0
-    try:
-        for dialogue in dialogues:
-            history = Dialogue(conversation_id=dialogue.conversation_id)
-            for index, utterance in enumerate(dialogue.utterances):
-                if args.limit is not None and len(gold) >= args.limit:
-                    break
-                if utterance.participant == AGENT and utterance.dialogue_acts:
-                    result = await nlu.understand(utterance, history, seed=index)
-                    dropped += len(result.dropped)
-                    gold.append(labels.map_gold([a.intent for a in utterance.dialogue_acts]))
-                    predicted.append(labels.map_predicted([a.intent for a in result.acts]))
-                history.utterances.append(utterance)
-    finally:
-        if provider is not None:
-            await provider.aclose()
-    report = score_intents(gold, predicted)
-    out: dict[str, Any] = {
-        "dialogues": args.dialogues,
-        "nlu": args.nlu + (" (structured)" if args.structured else ""),
-        "utterances": report.utterances,
-        "micro": report.micro,
-        "macro": report.macro,
-        "exact_match": report.exact_match,
-        "per_intent": [
-            {"intent": s.intent, "precision": s.precision, "recall": s.recall, "f1": s.f1, "support": s.tp + s.fn}
-            for s in report.per_intent
-        ],
-        "dropped": dropped,
-    }
-    if provider is not None:
-        out["llm_usage"] = provider.usage_summary()
-    return out
-
-
-def _provider(args: argparse.Namespace) -> Any:
-    from usersimcrs.llm.config import LLMConfig
-    from usersimcrs.llm.provider import LLMProvider
-
-    data: dict[str, Any] = {"backend": args.llm_backend, "cache": not args.no_cache}
+    llm: dict[str, Any] = {"backend": args.llm_backend, "cache": not args.no_cache}
     for key, value in (("model", args.model), ("base_url", args.base_url), ("model_path", args.model_path)):
         if value:
-            data[key] = value
-    return LLMProvider(LLMConfig.model_validate(data))
+            llm[key] = value
+    fields = {"dialogues": args.dialogues, "nlu": args.nlu, "structured": args.structured, "labels": args.labels,
+              "interaction_model": args.interaction_model, "domain": args.domain, "items": args.items,
+              "limit": args.limit, "max_tokens": args.max_tokens, "llm": llm}
+    request = validate(NLUEvalRequest, fields, source=None, flags=True)
+    report = nlu_eval(request)
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
 
 
 def render(report: dict[str, Any]) -> str:

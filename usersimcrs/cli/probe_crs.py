@@ -72,10 +72,8 @@ def render(report: "ProbeReport", resolved_possible: bool) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.engine.loop import run_blocking
     from usersimcrs.pipeline.probe import probe_crs
 
-    report = run_blocking(probe_crs(connector_section(args), item_file=args.item_file, turns=args.turns,
-                                    messages=args.message))
+    report = probe_crs(connector_section(args), item_file=args.item_file, turns=args.turns, messages=args.message)
     print(render(report, args.item_file is not None))
     return 0

@@ -36,17 +36,12 @@ def handle(args: argparse.Namespace) -> int:
     config = load_run_config(args.config, args.overrides)
     output = Path(args.output or config.output or Path("runs") / config.name)
     result = simulate(config, output, resume=args.resume, overwrite=args.overwrite, keep_failed=args.keep_failed,
-                      check_crs=args.check_crs, source=args.config)
+                      check_crs=args.check_crs, source=args.config, report=args.report)
     print(summary_line(result))
     for line in failure_lines(result):
         print(line)
-    if args.report:
-        from usersimcrs.cli import main as cli_main
-
-        for command in (["metrics", str(output)], ["report", str(output)]):
-            code = cli_main(command)
-            if code:
-                return code
+    if result.report_path is not None:
+        print(f"written: {result.report_path}")
     if result.exceeds_failed_share:
         failures = result.failures
         print(f"error: {failures.failed} of {failures.total} conversations failed ({failures.share:.0%}), "

@@ -35,10 +35,17 @@ def describe_validation_error(
 
 
 def validate(
-    model: type[M], data: Any, *, source: str | None, prefix: str | None = None, error: type[UserError] = ConfigError
+    model: type[M],
+    data: Any,
+    *,
+    source: str | None,
+    prefix: str | None = None,
+    error: type[UserError] = ConfigError,
+    flags: bool = False,
 ) -> M:
-    """`model.model_validate(data)`, raising `error` (ConfigError, DataError, ...) with one line on failure."""
+    """`model.model_validate(data)`, raising `error` (ConfigError, DataError, ...) with one line on failure;
+    with `flags` the fields are named as command-line options (`--max-turns: ...`)."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise error(describe_validation_error(exc, source=source, prefix=prefix)) from None
+        raise error(describe_validation_error(exc, source=source, prefix=prefix, flags=flags)) from None

@@ -115,8 +115,8 @@ async def probe(section: dict[str, Any], context: Any, messages: list[str]) -> P
     return report
 
 
-async def probe_crs(section: dict[str, Any], *, item_file: str | None = None, turns: int = 3,
-                    messages: list[str] | None = None) -> ProbeReport:
+async def probe_crs_async(section: dict[str, Any], *, item_file: str | None = None, turns: int = 3,
+                          messages: list[str] | None = None) -> ProbeReport:
     """Probe the CRS a `crs:` section describes with `turns` scripted messages."""
     if turns < 1:
         raise UserError("--turns must be at least 1")
@@ -126,3 +126,10 @@ async def probe_crs(section: dict[str, Any], *, item_file: str | None = None, tu
         return await probe(section, context, [script[i % len(script)] for i in range(turns)])
     finally:
         await context.aclose()
+
+
+def probe_crs(section: dict[str, Any], **options: Any) -> ProbeReport:
+    """`probe_crs_async` from synchronous code (also inside a running event loop)."""
+    from usersimcrs.engine.loop import run_blocking
+
+    return run_blocking(probe_crs_async(section, **options))

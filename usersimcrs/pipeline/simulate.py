@@ -18,6 +18,8 @@ from usersimcrs.engine import preflight
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.plugins import RunPlugins
 from usersimcrs.engine.runner import DIALOGUES, run_async
+from usersimcrs.pipeline.report import report as write_report
+from usersimcrs.pipeline.score import score
 from usersimcrs.runtime.context import RunContext
 
 
@@ -33,6 +35,7 @@ class SimulationResult(BaseModel):
     wall_s: float = 0.0
     llm: dict[str, Any] = Field(default_factory=dict)
     failures: FailureSummary = Field(default_factory=FailureSummary)
+    report_path: Path | None = Field(None, description="report.html, when the run was asked to write one")
     max_failed_share: float = 0.2
     exceeds_failed_share: bool = False
 
@@ -48,6 +51,7 @@ async def simulate_async(
     source: str = "config",
     plugins: RunPlugins | None = None,
     context: RunContext | None = None,
+    report: bool = False,
 ) -> SimulationResult:
     """Preflight the CRS (unless `check_crs` is False), run into `output`, summarise failures.
 
@@ -60,6 +64,10 @@ async def simulate_async(
     summary = await run_async(config, output, resume=resume, overwrite=overwrite, keep_failed=keep_failed,
                               source=source, plugins=plugins, context=context)
     failures = summarize_failures_file(output / DIALOGUES)
+    report_path = None
+    if report:  # metrics first, so the report shows them as `usersimcrs metrics` computes them
+        score(output)
+        report_path = write_report(output)
     return SimulationResult(
         output_dir=output,
         completed=summary.completed,
@@ -72,6 +80,7 @@ async def simulate_async(
         failures=failures,
         max_failed_share=config.max_failed_share,
         exceeds_failed_share=(failures.share or 0.0) > config.max_failed_share,
+        report_path=report_path,
     )
 
 

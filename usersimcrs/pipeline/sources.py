@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from usersimcrs.analysis.compare import discover_cells, is_matrix_dir
-from usersimcrs.errors import DataError
 from usersimcrs.core.run_folder import DIALOGUES, Run, load_run
+from usersimcrs.errors import DataError
 
 
 @dataclass

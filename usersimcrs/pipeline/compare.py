@@ -1,0 +1,34 @@
+"""Compare the CRSs of a matrix: means with n and CIs, ranks (uncertain ones marked), simulator agreement, tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from usersimcrs.analysis.compare import COMPARISON_DIR, Comparison
+from usersimcrs.report.matrix_report import run_comparison
+
+
+@dataclass
+class MatrixComparison:
+    """The comparison tables, the per-conversation table they came from, and where they were written."""
+
+    comparison: Comparison
+    table: pd.DataFrame
+    folder: Path
+
+
+def compare_matrix(
+    matrix_dir: str | Path,
+    *,
+    metrics: list[str] | None = None,
+    valid_only: bool = True,
+    resamples: int = 10000,
+    seed: int = 0,
+) -> MatrixComparison:
+    """Rank the CRSs per simulator and metric and test their differences; tables go to MATRIX_DIR/comparison/."""
+    comparison, table, _ = run_comparison(matrix_dir, metrics=metrics, valid_only=valid_only, n_resamples=resamples,
+                                          seed=seed)
+    return MatrixComparison(comparison=comparison, table=table, folder=Path(matrix_dir) / COMPARISON_DIR)
