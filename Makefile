@@ -15,12 +15,9 @@ $(BIN)/.installed: pyproject.toml
 
 install: $(BIN)/.installed
 
-## the main job, offline on the embedded defaults: simulate, judge, score, write runs/quickstart/report.html
+## the main job, offline on the embedded defaults: the demo comparison of the built-in CRSs, runs/demo/report.html
 demo: install
-	$(BIN)/usersimcrs run configs/quickstart.yaml --overwrite
-	$(BIN)/usersimcrs judge runs/quickstart --judge quality
-	$(BIN)/usersimcrs metrics runs/quickstart
-	$(BIN)/usersimcrs report runs/quickstart
+	$(BIN)/usersimcrs quickstart --output runs/demo
 
 ## the whole test suite
 test: install

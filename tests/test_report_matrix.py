@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -106,3 +107,27 @@ def test_matrix_exits_non_zero_when_a_cell_fails_the_gate(tmp_path, capsys):
                             "validity": {"min_utterances": 50}})
     assert main(["matrix", str(path), "--output", str(tmp_path / "out"), "--no-progress"]) == 1
     assert "patient__pop__tiny: invalid rate 100.0% exceeds the allowed 0.0%" in capsys.readouterr().err
+
+
+def test_matrix_report_ranks_crss_with_cis_and_shows_a_transcript_per_cell(tmp_path):
+    path = _config(tmp_path, report=True)
+    out = tmp_path / "out"
+    assert main(["matrix", str(path), "--output", str(out), "--no-progress"]) == 0
+    html = (out / "report.html").read_text(encoding="utf-8")
+    ranking = pd.read_csv(next((out / "report" / "tables").glob("ranking_*.csv")))
+    assert {"rank", "crs", "mean [95% CI]", "n", "note"} <= set(ranking.columns)
+    assert ranking["mean [95% CI]"].str.contains(r"\[").any()  # a CI next to each measured mean
+    assert "Transcripts" in html
+    for cell in ("patient__pop__tiny", "patient__bm25__tiny", "impatient__pop__tiny", "impatient__bm25__tiny"):
+        assert f"<h3>{cell}: {cell}-0000" in html
+
+
+def test_the_bundled_demo_config_is_valid_and_plans_six_cells(tmp_path):
+    from usersimcrs.pipeline.quickstart import demo_config
+
+    config = load_matrix_config(demo_config())
+    cells = plan_matrix(config, tmp_path / "demo", demo_config())
+    assert sorted(c.name.split("__")[1] for c in cells) == ["llm_crs", "llm_crs", "popularity", "popularity",
+                                                           "retrieval", "retrieval"]
+    assert {c.config.conversations for c in cells if c.simulator == "agenda"} == {12}
+    assert all(Path(c.config.items.path).exists() or Path(c.config.items.fallback_path).exists() for c in cells)

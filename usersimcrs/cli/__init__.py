@@ -13,6 +13,7 @@ from usersimcrs.version import __version__
 
 # subcommand module names, in the order `--help` lists them
 COMMAND_MODULES = [
+    "quickstart",
     "run",
     "matrix",
     "convert",

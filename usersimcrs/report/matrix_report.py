@@ -15,11 +15,19 @@ from usersimcrs.analysis.compare import (
     discover_cells,
 )
 from usersimcrs.analysis.ranking import agreement_matrix
+from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.run_folder import load_run
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
-from usersimcrs.report.sections import add_judgment_sections, add_per_turn_plots, failure_reasons
+from usersimcrs.report.sections import (
+    TRANSCRIPT_TURNS,
+    add_judgment_sections,
+    add_per_turn_plots,
+    add_transcripts,
+    failure_reasons,
+    transcript_table,
+)
 from usersimcrs.report.tables import write_table
 
 REPORT_DIR = "report"
@@ -136,6 +144,7 @@ def build_matrix_report(
         report.text(f"{len(uncertain)} of {len(comparison.ranks)} ranks are uncertain: fewer than 10 valid conversations "
                     "with a value (n<10) or a 95% CI that overlaps the neighbour's in the ranking; read them as ties.",
                     note=True)
+    add_ranking(report, comparison)
     report.table("means", wide_means(comparison),
                  caption="Mean per metric and its n (valid conversations); * = n<10 or CI overlapping a neighbour.")
     report.table("ranks", wide_ranks(comparison), caption="Rank of each CRS under each simulator, with why it is uncertain.")
@@ -162,7 +171,73 @@ def build_matrix_report(
             add_per_turn_plots(report, part, group="crs", label=f"{simulator} · {dataset}")
     valid_ids = set(table.loc[table["valid"].astype(bool), "conversation_id"].astype(str))
     add_judgment_sections(report, records, valid_ids=valid_ids, groups=pd.Series(groups), group_label="cell", seed=seed)
+    add_cell_transcripts(report, dialogues, table)
     return report.write(matrix_dir / REPORT_DIR, page=matrix_dir / "report.html")
+
+
+def headline_metric(comparison: Comparison) -> str | None:
+    """The metric the ranking leads with: the first of the comparison's metrics that has a value (success first)."""
+    if comparison.means.empty:
+        return None
+    measured = comparison.means.dropna(subset=["mean"])
+    order = list(dict.fromkeys(comparison.means["metric"]))
+    return next((m for m in order if (measured["metric"] == m).any()), None)
+
+
+def ranking_table(comparison: Comparison, metric: str) -> pd.DataFrame:
+    """One row per (dataset, simulator, CRS) for `metric`, best first within a simulator: rank, mean [95% CI], n, note."""
+    means = comparison.means[comparison.means["metric"] == metric]
+    ranks = comparison.ranks[comparison.ranks["metric"] == metric][["dataset", "simulator", "crs", "rank"]]
+    rows = means.merge(ranks, on=["dataset", "simulator", "crs"], how="left").sort_values(["dataset", "simulator", "rank"])
+    rows = rows.assign(**{"mean [95% CI]": [
+        "–" if pd.isna(m) else f"{m:.3f} [{lo:.3f}, {hi:.3f}]" for m, lo, hi in zip(rows["mean"], rows["ci_low"], rows["ci_high"])
+    ]})
+    rows = rows.assign(rank=["–" if pd.isna(r) else f"{r:g}" for r in rows["rank"]])
+    return rows[["dataset", "simulator", "rank", "crs", "mean [95% CI]", "n", "note"]].fillna({"note": ""})
+
+
+def add_ranking(report: Report, comparison: Comparison) -> None:
+    """The CRS ranking on the headline metric with 95% CIs, as a table and a plot per dataset."""
+    metric = headline_metric(comparison)
+    if metric is None:
+        return
+    report.heading(f"Ranking on {metric}")
+    report.table(f"ranking_{metric}", ranking_table(comparison, metric),
+                 caption=f"CRSs ranked by mean {metric} per simulator (valid conversations), with the 95% bootstrap "
+                         "CI and n; a note marks a rank that is not evidence (n<10 or overlapping CIs).")
+    means = comparison.means[(comparison.means["metric"] == metric)].dropna(subset=["mean"])
+    for dataset, part in means.groupby("dataset"):
+        rows = part.sort_values(["simulator", "mean"], ascending=[True, False]).assign(
+            label=lambda t: t["crs"] + " · " + t["simulator"] + " (n=" + t["n"].astype(str) + ")")
+        report.plot(f"ranking_{metric}_{dataset}",
+                    plots.interval_bars(rows, label="label", value="mean", low="ci_low", high="ci_high",
+                                        title=f"{metric} per CRS and simulator ({dataset})", xlabel=f"mean {metric}"),
+                    caption=f"Mean {metric} with its 95% bootstrap CI per CRS and simulator ({dataset}).")
+
+
+def add_cell_transcripts(report: Report, dialogues: list[Dialogue], table: pd.DataFrame, *, invalid: int = 3) -> None:
+    """The first valid conversation of every cell and the first `invalid` failed or flagged ones, readable."""
+    cells = table.drop_duplicates("conversation_id").set_index("conversation_id")["cell"].to_dict()
+    first_valid: dict[str, Dialogue] = {}
+    for dialogue in sorted(dialogues, key=lambda d: (d.index if d.index is not None else 1 << 30, d.conversation_id)):
+        cell = cells.get(dialogue.conversation_id)
+        if cell is not None and cell not in first_valid:
+            row = table[table["conversation_id"] == dialogue.conversation_id]
+            if not row.empty and bool(row["valid"].iloc[0]):
+                first_valid[cell] = dialogue
+    chosen = {d.conversation_id for d in first_valid.values()}
+    flags = table[~table["conversation_id"].isin(chosen)]
+    add_transcripts(report, [d for d in dialogues if d.conversation_id not in chosen], flags, valid=0, other=invalid)
+    if not first_valid:
+        return
+    if not any(title == "Transcripts" for _, title in report.sections):
+        report.section("Transcripts")
+    report.text("One valid conversation of each cell (the first by index), at most "
+                f"{TRANSCRIPT_TURNS} utterances each, long texts shortened.")
+    for cell, dialogue in sorted(first_valid.items()):
+        report.heading(f"{cell}: {dialogue.conversation_id}")
+        report.text(f"status {dialogue.status}; end reason {dialogue.end_reason or '–'}")
+        report.table(f"transcript_{dialogue.conversation_id}", transcript_table(dialogue))
 
 
 __all__ = ["build_matrix_report", "run_comparison", "write_comparison"]

@@ -1,0 +1,32 @@
+"""`usersimcrs quickstart [--output DIR]`: the offline demo comparison of the built-in CRSs, with its report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "quickstart", help="run the offline demo (agenda and LLM users x the three built-in CRSs) and write its report",
+        description="Runs the bundled configs/demo.yaml matrix on the embedded model (no network, no API key) and "
+                    "writes DIR/report.html. A second call resumes and reuses what is done.",
+    )
+    parser.add_argument("--output", "-o", default="runs/demo", help="matrix folder (default runs/demo)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from usersimcrs.pipeline.quickstart import quickstart
+
+    summary = quickstart(args.output, progress=not args.no_progress)
+    for name, status in summary.cells.items():
+        print(f"  {name}: {status}")
+    report = summary.output_dir / "report.html"
+    print(f"{summary.output_dir}: {len(summary.cells)} cells in {summary.wall_s:.1f}s; report: {report}")
+    for name, messages in summary.gate.items():
+        for message in messages:
+            print(f"error: {name}: {message}", file=sys.stderr)
+    failed = any(status.startswith("failed") for status in summary.cells.values())
+    return 1 if failed or summary.gate else 0
