@@ -7,7 +7,7 @@ The engine creates one connector instance per conversation from the shared `RunC
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +27,15 @@ class CRSReply(BaseModel):
     items: list[ItemRef] = Field(default_factory=list)
     raw: Any = None
     items_from_text: bool = False
+
+
+@runtime_checkable
+class HealthChecked(Protocol):
+    """A connector that can tell whether its CRS is up (HTTP connectors): a GET on `health_url()`."""
+
+    def health_url(self) -> str: ...
+
+    async def health(self) -> str: ...
 
 
 class ConnectorConfig(BaseModel):

@@ -79,7 +79,7 @@ class HTTPConnector(HTTPConnectorBase):
             "message": "" if user_utterance is None else user_utterance.text,
             "turn": str(self.turn),
         }
-        lists = {"{history}": history_records(turns), "{history_texts}": alternating_texts(turns)}
+        lists: dict[str, list[Any]] = {"{history}": history_records(turns), "{history_texts}": alternating_texts(turns)}
         return fill_template(self.config.request_template, values, lists)
 
     async def reply(self, history: Dialogue, user_utterance: Utterance | None) -> CRSReply:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from data_converters.base import ConversionOutput, ConversionReport, Converter, NeedRecord
+from data_converters.base import ConversionOutput, ConversionReport, Converter, ConvertOptions, NeedRecord
 from data_converters.mentions import replace_mentions
 from data_converters.metadata import clean_title, enrich_items, read_movielens_items
 from data_converters.readers import header_of, read_json
@@ -72,7 +72,7 @@ class IARDConverter(Converter):
     name = "iard"
     description = "IARD umap2020_IARD.json, optional ReDial movies_with_mentions.csv / MovieLens movies.csv"
 
-    def __init__(self, options=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, options: ConvertOptions | None = None) -> None:
         super().__init__(options)
         self.codes = code_mapping()
 
@@ -147,7 +147,7 @@ class IARDConverter(Converter):
             rows.append((int(raw["utterance_pos"]), key, raw))
         rows.sort(key=lambda r: r[0])
         dialogue = Dialogue(conversation_id=cid)
-        workers = {}
+        workers: dict[str, str] = {}
         by_position: dict[int, Utterance] = {}
         for position, key, raw in rows:
             role = raw["role"]
@@ -215,7 +215,7 @@ def _accepted_at(position: int, by_position: dict[int, Utterance]) -> list[dict[
     earlier = [by_position[p] for p in sorted(by_position) if p < position]
     turns = [i for i, u in enumerate(earlier) if u.participant == AGENT and u.annotation("items")]
     recommending = [i for i in turns if {"REC-S", "REC-E"} & {a.intent for a in earlier[i].dialogue_acts}]
-    chosen = (recommending or turns or [None])[-1]
+    chosen = recommending[-1] if recommending else turns[-1] if turns else None
     if chosen is None:
         return []
     candidates = earlier[chosen].annotation("items", [])

@@ -151,19 +151,21 @@ class IMDBConverter(Converter):
             dislikes = [str(x) for x in given.get("dislikes") or []]
         seen_items = []
         preference_items = {}
+        mine = {}  # this user's items as stored in the collection (the first review of an item adds it)
         for review in valid:
             item = review_item(review)
             if item.id not in items:
                 items.add(item)
+            mine[item.id] = items.get(item.id) or item
         for review in seen:
-            item = items.get(review_item(review).id)
+            item = mine[review_item(review).id]
             rating = parse_rating(review.get("rating"))
             seen_items.append(
                 SeenItem(item=item.ref(), rating=rating, review=review.get("raw_review", review.get("review_raw")))
             )
             if rating is not None:
                 preference_items[item.id] = _normalized(rating)
-        need = InformationNeed(targets=[items.get(review_item(r).id).ref() for r in targets])
+        need = InformationNeed(targets=[mine[review_item(r).id].ref() for r in targets])
         ratings = [parse_rating(r.get("rating")) for r in valid]
         known = [r for r in ratings if r is not None]
         narrative = given.get("persona") if isinstance(given.get("persona"), str) else None

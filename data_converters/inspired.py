@@ -16,7 +16,7 @@ import ast
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from data_converters.base import ConversionOutput, ConversionReport, Converter, NeedRecord
 from data_converters.metadata import clean_title, enrich_items, read_movielens_items
@@ -59,7 +59,7 @@ def split_list(raw: str | None) -> list[str]:
     return [clean_title(v) for v in value.split(";") if v.strip()] if value else []
 
 
-def majority(values: list[str | None]) -> str | None:
+def majority(values: Sequence[str | None]) -> str | None:
     """The most common non-empty value (first seen wins ties)."""
     counts = Counter(v for v in values if v)
     return counts.most_common(1)[0][0] if counts else None
@@ -183,9 +183,10 @@ class InspiredConverter(Converter):
             for column, values in dicts.items()
         }
         fine, coarse, trailer = (majority(labels[c]) for c in ("fine_label", "coarse_label", "movie_id"))
-        for column, values in labels.items():
-            if len({v for v in values if v}) > 1:
-                report.warn("labels_disagree", f"{did}: column {column!r} has {sorted({v for v in values if v})}")
+        for column, given in labels.items():
+            distinct = sorted({v for v in given if v})
+            if len(distinct) > 1:
+                report.warn("labels_disagree", f"{did}: column {column!r} has {distinct}")
         if coarse is None and fine is None:
             report.warn("no_outcome", f"{did}: no accept/reject label")
         accepted = (coarse or fine or "").startswith("accept") if (coarse or fine) else None

@@ -97,7 +97,7 @@ def _answers(raw: Any, report: ConversionReport, where: str) -> dict[str, dict[s
 
 def _answer(value: object) -> bool | None:
     """ReDial's 0/1/2 answer codes; anything else (a list, an object, an unknown code) is no answer."""
-    if isinstance(value, (list, dict)):
+    if isinstance(value, bool) or not isinstance(value, int):
         return None
     return _ANSWERS.get(value)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from data_converters.base import ConversionReport, ConvertOptions, converters
@@ -9,7 +10,7 @@ from data_converters.writer import write_output
 from usersimcrs.errors import DataError
 
 
-def convert(name: str, inputs: list[str | Path], output_dir: str | Path, options: ConvertOptions | None = None) -> ConversionReport:
+def convert(name: str, inputs: Sequence[str | Path], output_dir: str | Path, options: ConvertOptions | None = None) -> ConversionReport:
     """Convert `inputs` with the converter registered as `name` into `output_dir`."""
     options = options or ConvertOptions()
     converter = converters.get(name)(options)

@@ -127,10 +127,10 @@ JSON_PATH_KEYS = frozenset({"text_path", "items_path", "custom_items_path"})
 
 def absolutize(config: RunConfig, base_dir: Path) -> RunConfig:
     """Make file paths in the config absolute relative to `base_dir`."""
-    for section in (config.items, config.ratings):
-        if section is not None:
-            section.path = resolve_path(base_dir, section.path)  # type: ignore[assignment]
-            section.fallback_path = resolve_path(base_dir, section.fallback_path)
+    for data_file in (config.items, config.ratings):
+        if data_file is not None:
+            data_file.path = resolve_path(base_dir, data_file.path) or data_file.path
+            data_file.fallback_path = resolve_path(base_dir, data_file.fallback_path)
     if config.profiles.path:
         config.profiles.path = resolve_path(base_dir, config.profiles.path)
     for key, value in list(config.data.items()):

@@ -6,10 +6,9 @@ down), so a baseline's reply is a pure function of the conversation: no RNG, no 
 
 from __future__ import annotations
 
-from typing import Any
-
 from abc import abstractmethod
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import Field
 

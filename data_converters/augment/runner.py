@@ -140,7 +140,7 @@ def _resume(folder: ConvertedFolder, task: AnnotationTask, by_id: dict[str, Dial
     """Apply the progress file of an interrupted run; returns the keys it already covers."""
     done: set[str] = set()
     for record in iter_jsonl(progress_path(folder, task)):
-        dialogue = by_id.get(record.get("conversation_id"))
+        dialogue = by_id.get(str(record.get("conversation_id")))
         if dialogue is None:
             continue
         unit = Unit.model_validate(record["unit"])

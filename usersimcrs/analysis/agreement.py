@@ -8,7 +8,7 @@ scores such as 3.5 would otherwise be categories of their own).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Literal, Sequence, TypeGuard
 
 import numpy as np
 from scipy import stats
@@ -26,7 +26,7 @@ def _pairs(a: Sequence[float | None], b: Sequence[float | None]) -> tuple[np.nda
     return np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
 
 
-def _present(value: float | None) -> bool:
+def _present(value: float | None) -> TypeGuard[float]:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
@@ -90,7 +90,7 @@ def randolph_kappa(ratings: Sequence[Sequence[float | None]], n_categories: int)
     items = len(matrix[0]) if matrix else 0
     per_item = []
     for j in range(items):
-        labels = [int(round(r[j])) for r in matrix if _present(r[j])]
+        labels = [int(round(v)) for r in matrix if _present(v := r[j])]
         n = len(labels)
         if n < 2:
             continue
@@ -103,11 +103,13 @@ def randolph_kappa(ratings: Sequence[Sequence[float | None]], n_categories: int)
     return (observed - chance) / (1.0 - chance)
 
 
-def krippendorff_alpha(ratings: Sequence[Sequence[float | None]], level: str = "ordinal") -> float:
+def krippendorff_alpha(
+    ratings: Sequence[Sequence[float | None]], level: Literal["nominal", "ordinal", "interval", "ratio"] = "ordinal"
+) -> float:
     """Krippendorff's alpha (raters x units, missing allowed) via the `krippendorff` package."""
     import krippendorff
 
-    data = np.asarray([[np.nan if not _present(v) else float(v) for v in row] for row in ratings], dtype=float)
+    data = np.asarray([[float(v) if _present(v) else np.nan for v in row] for row in ratings], dtype=float)
     if data.size == 0 or np.count_nonzero(~np.isnan(data)) < 2:
         return float("nan")
     values = np.unique(data[~np.isnan(data)])

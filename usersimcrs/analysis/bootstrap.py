@@ -10,7 +10,7 @@ DEFAULT_RESAMPLES = 2000
 
 
 def bootstrap_ci(
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     *,
     statistic: Callable[[np.ndarray], float] = np.mean,
     confidence: float = 0.95,

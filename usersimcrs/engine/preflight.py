@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any, Iterable
 
-from crs_connectors.base import connectors
+from crs_connectors.base import HealthChecked, connectors
 from usersimcrs.config import validate_section
 from usersimcrs.errors import ConfigError, ConnectorError, UserError
 from usersimcrs.runtime.context import RunContext
@@ -38,7 +38,9 @@ async def check_crs(section: dict[str, Any], *, source: str = "config", run_seed
         return None
     config = validate_section(cls.Config, section, source=source, prefix="crs")
     connector = cls(config, RunContext(run_seed=run_seed))  # its own short-lived HTTP client
-    url = connector.health_url() if callable(getattr(connector, "health_url", None)) else section.get("url")
+    if not isinstance(connector, HealthChecked):
+        return None
+    url = connector.health_url()
     try:
         return str(await connector.health())
     except ConnectorError as exc:

@@ -39,7 +39,8 @@ class SimulatorSignalsFamily(MetricFamily):
     name = "simulator"
 
     def per_conversation(self, dialogue: Dialogue, ctx: MetricContext) -> dict[str, Value]:
-        split = dialogue.metadata.get("targets") if isinstance(dialogue.metadata.get("targets"), dict) else {}
+        targets = dialogue.metadata.get("targets")
+        split: dict[str, Any] = targets if isinstance(targets, dict) else {}
         return {
             "persuasiveness": _number(dialogue.metadata.get("persuasiveness")),
             "selected_coverage": split_coverage(dialogue, split.get("selected") or []),

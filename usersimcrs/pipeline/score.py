@@ -21,7 +21,7 @@ class Scores:
     conversations: pd.DataFrame
     summary: pd.DataFrame
     by_turn: pd.DataFrame
-    rates: dict[str, float]
+    rates: dict[str, float | None]
     gate: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
 

@@ -164,7 +164,8 @@ def debate_rounds(records: list[dict[str, Any]]) -> pd.DataFrame:
     """
     rows = []
     for record in map(_record_dict, records):
-        raw = record.get("raw") if isinstance(record.get("raw"), dict) else {}
+        given = record.get("raw")
+        raw: dict[str, Any] = given if isinstance(given, dict) else {}
         rounds = raw.get("rounds") or []
         limit = int(raw.get("max_rounds") or len(rounds) or 0)
         last: dict[str, float | None] = {}
@@ -303,7 +304,8 @@ def pick_transcripts(dialogues: list[Any], flags: pd.DataFrame, *, valid: int = 
     """
     by_id = flags.assign(_id=flags["conversation_id"].astype(str)).drop_duplicates("_id", keep="last").set_index("_id") \
         if len(flags) else flags
-    good, bad = [], []
+    good: list[tuple[Any, str]] = []
+    bad: list[tuple[Any, str]] = []
     for d in sorted(dialogues, key=_position):
         row = by_id.loc[d.conversation_id] if d.conversation_id in by_id.index else None
         set_flags = [f for f in FLAGS if row is not None and f in row and is_set(pd.Series([row[f]])).iloc[0]]

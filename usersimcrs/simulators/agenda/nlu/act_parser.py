@@ -48,7 +48,9 @@ class Vocabulary:
 
 def _split_args(body: str) -> list[str]:
     """Split an argument list at commas outside quotes."""
-    parts, current, quote = [], [], None
+    parts: list[str] = []
+    current: list[str] = []
+    quote: str | None = None
     for char in body:
         if quote:
             current.append(char)

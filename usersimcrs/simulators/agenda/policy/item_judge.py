@@ -6,6 +6,7 @@ preferences in [-1, 1]) and never from chance, so the same item gets the same ve
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -106,7 +107,7 @@ class ItemJudge:
 
 
 
-def _index(pairs) -> dict[str, float | None]:  # type: ignore[no-untyped-def]
+def _index(pairs: Iterable[tuple[ItemRef, float | None]]) -> dict[str, float | None]:
     """Key -> value for item references, by ID and by normalised title (with and without year)."""
     index: dict[str, float | None] = {}
     for ref, value in pairs:

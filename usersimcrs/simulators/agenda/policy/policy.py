@@ -218,8 +218,9 @@ class AgendaPolicy:
         if slot in self.constraints:
             self.agenda.take(self.i_disclose, slot)
             return self._disclosure(slot, self.constraints[slot])
-        if slot in self.state.disclosed and self.state.disclosed[slot]:
-            return self._disclosure(slot, self.state.disclosed[slot])
+        disclosed = self.state.disclosed.get(slot)
+        if disclosed:
+            return self._disclosure(slot, disclosed)
         value = self._preferred_value_for(slot)
         if value is not None:
             return self._disclosure(slot, value)
