@@ -328,3 +328,46 @@ def test_a_local_model_whose_window_is_too_small_for_the_shared_rubric_gets_the_
     for body in bodies:
         system, user = body["messages"][0]["content"], body["messages"][1]["content"]
         assert "Criterion:" not in system and user.count("Criterion: ") == 1
+
+
+def test_the_debate_argues_from_batched_factors(tmp_path):
+    run_dir = tmp_path / "run"
+    write_run(run_dir, judged=False)
+
+    def reply(body):
+        if "\nYour role: " in body["messages"][0]["content"]:
+            return json.dumps({"statement": "agreed", "score": 60})
+        return None  # the server's schema-valid default for the batched factors
+
+    with LLMServer(replies=lambda body: reply(body) or _default(body)) as server:
+        result = judge(run_dir, JudgeRequest(judge="core12", debate=True, batch_aspects=True, limit=1,
+                                             llm_backend="openai", base_url=server.openai_url, model="m", no_cache=True))
+        calls = len(server.chat_requests)
+    rows = list(iter_jsonl(run_dir / "judgments.jsonl"))
+    factors = [r for r in rows if r["judge"] == "core12"]
+    overall = [r for r in rows if r["judge"] == "debate"]
+    assert result.judged == 1 and len(factors) == 12 and {r["mode"] for r in factors} == {"batched"}
+    assert overall[0]["value"] == 60.0 and overall[0]["mode"] is None
+    assert calls == 1 + 4  # one batched factor call, then one unanimous debate round
+
+
+def _default(body):
+    from usersimcrs.testing.llm_server import default_reply
+
+    return default_reply("openai", body)
+
+
+def test_b6_reports_run_level_prefix_reuse_from_the_real_prompt_builder(tmp_path):
+    """B6's plan-based figure, character-exact: quality and core12 share >= 80% of their prompt text
+    with prompts sent before them; one conversation alone cannot reach that with five criteria."""
+    from benchmarks.judge_cost import prefix_reuse, run_prefix_reuse
+
+    run_dir = tmp_path / "run"
+    write_run(run_dir, judged=False)
+    dialogues = [Dialogue.model_validate(r) for r in iter_jsonl(run_dir / "dialogues.jsonl")][:4]
+    for cls in (QualityJudge, Core12Judge):
+        judge_obj = cls()
+        plans = [judge_obj.plan(d) for d in dialogues]
+        assert run_prefix_reuse(plans) >= 0.8
+        within = prefix_reuse(["\n".join(m.content for m in c.messages) for c in plans[0]])
+        assert within <= (len(plans[0]) - 1) / len(plans[0])
