@@ -129,8 +129,8 @@ def test_the_manifest_reports_prefix_reuse_per_component_and_judge(tmp_path):
     run_dir = tmp_path / "run"
     write_run(run_dir, judged=False)
     with LLMServer() as server:
-        for name in ("quality", "core12"):
-            request = JudgeRequest(judge=name, llm_backend="openai", base_url=server.openai_url, model="m", no_cache=True)
+        for name, model in (("quality", "m"), ("core12", "m"), ("quality", "m2")):  # m2: a second invocation adds up
+            request = JudgeRequest(judge=name, llm_backend="openai", base_url=server.openai_url, model=model, no_cache=True)
             judge(run_dir, request)
     judges = read_manifest(run_dir)["judges"]
     for name in ("quality", "core12"):
@@ -138,7 +138,9 @@ def test_the_manifest_reports_prefix_reuse_per_component_and_judge(tmp_path):
         assert figure["prompt_chars"] > 0
         assert figure["prefix_reuse"] >= 0.8, (name, figure)
     by_component = judges["llm"]["by_component"]
-    assert by_component["judge.quality.fluency"]["prefix_reuse"] >= 0.8
+    fluency = by_component["judge.quality.fluency"]
+    assert fluency["calls"] == 2 * 7 and fluency["prefix_reuse"] >= 0.8
+    assert fluency["prefix_reuse"] == round(fluency["prefix_reused_chars"] / fluency["prompt_chars"], 4)
     assert all(0.0 <= c["prefix_reuse"] <= 1.0 for c in by_component.values())
 
 
@@ -371,3 +373,11 @@ def test_b6_reports_run_level_prefix_reuse_from_the_real_prompt_builder(tmp_path
         assert run_prefix_reuse(plans) >= 0.8
         within = prefix_reuse(["\n".join(m.content for m in c.messages) for c in plans[0]])
         assert within <= (len(plans[0]) - 1) / len(plans[0])
+
+
+def test_another_producers_mode_field_is_kept_in_provenance():
+    from usersimcrs.judges.base import Judgment
+
+    record = Judgment.model_validate({"conversation_id": "a", "judge": "quality", "name": "fluency", "value": 3,
+                                      "scale": [1, 5], "mode": "pairwise"})
+    assert record.mode is None and record.provenance == {"mode": "pairwise"}

@@ -89,6 +89,8 @@ class Judgment(BaseModel):
             if key in data and data[key] is None:
                 data[key] = ""
         unknown = {k: data.pop(k) for k in list(data) if k not in cls.model_fields}
+        if data.get("mode") not in (None, "per_criterion", "batched"):  # another producer's 'mode'
+            unknown["mode"] = data.pop("mode")
         if unknown:
             data["provenance"] = {**(data.get("provenance") or {}), **unknown}
         return data
