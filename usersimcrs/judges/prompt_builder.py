@@ -323,6 +323,7 @@ class PromptLayout:
 
 
 def default_layout(rubric: Rubric) -> PromptLayout:
+    """The shared-rubric layout over every criterion of `rubric`, with the built-in texts."""
     return PromptLayout(criteria=tuple(rubric.criteria))
 
 

@@ -28,7 +28,8 @@ refused (llama.cpp) or cut from the start (Ollama), so the judge then uses the c
 
 
 class RubricJudge(Judge):
-    """Rates every criterion of `default_rubric` (or the configured rubric) separately."""
+    """Rates every criterion of `default_rubric` (or the configured rubric) in its own call, or all of
+    them in one call per model with `batch`; each judgment records which (`mode`)."""
 
     name: ClassVar[str] = "rubric"
     default_rubric: ClassVar[str] = "quality"
