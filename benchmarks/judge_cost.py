@@ -8,12 +8,12 @@ from typing import Any
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.judges.base import judges
 from usersimcrs.judges.estimate import estimate
 from usersimcrs.judges.runner import JudgeRunSummary, judge_run, prefix_chars
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.provider import LLMProvider
+from usersimcrs.runtime.context import RunContext
 
 SETUPS = {"quality-5": "quality", "core12": "core12", "core12+debate": "debate"}
 BATCHED = {"quality-5 batched": "quality", "core12 batched": "core12"}

@@ -312,9 +312,10 @@ def test_a_local_model_whose_window_is_too_small_for_the_shared_rubric_gets_the_
     longest = max(prompt_tokens(criterion_messages(rubric, c, view, layout=layout)) for c in chosen)
     window = longest + 256 - 1  # one token short for the shared layout
     with LLMServer() as server:
+        import asyncio
+
         from usersimcrs.llm.provider import LLMProvider
         from usersimcrs.runtime.context import RunContext
-        import asyncio
 
         provider = LLMProvider(server.config("ollama", cache=False, retries=0, n_ctx=window))
 

@@ -20,7 +20,6 @@ from usersimcrs.simulators.llm_single import SinglePromptSimulator
 from usersimcrs.simulators.target_biased import TargetBiasedSimulator
 from usersimcrs.simulators.target_free import TargetFreeSimulator
 
-
 EMPTY_HISTORY = "(nothing has been said yet)"
 
 
