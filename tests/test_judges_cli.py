@@ -110,7 +110,7 @@ def test_dry_run_calls_nothing_and_counts_calls(run_dir, capsys):
 
 def test_core12_debate_with_a_models_map(run_dir, tmp_path):
     def reply(body):
-        if body["messages"][0]["content"].startswith("Your role:"):
+        if "\nYour role: " in body["messages"][0]["content"]:
             return json.dumps({"statement": "agreed", "score": 65})
         return REPLY
 

@@ -97,7 +97,8 @@ def test_conversation_content_cannot_close_the_block_or_reach_the_instructions(h
     # neutralised: no raw fence, tag, newline-in-string or angle bracket can appear in the body
     assert DATA_OPEN not in body and DATA_CLOSE not in body
     assert "<" not in body and ">" not in body
-    assert all(line.startswith(("{", "}", '"', "  {", "]")) for line in body.splitlines())
+    # (list elements are objects (turns) or strings (the session list, shared by every criterion))
+    assert all(line.startswith(("{", "}", '"', "  {", '  "', "]")) for line in body.splitlines())
     # the body is ASCII: no unicode line separators that a model could read as line breaks
     assert body.isascii()
 

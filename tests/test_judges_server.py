@@ -37,10 +37,15 @@ def dialogue(conversation_id: str = "c1") -> Dialogue:
 
 
 def judged_title(body: dict) -> str:
-    """The criterion title or role title a request is about (read from our own system message)."""
-    system = body["messages"][0]["content"]
-    match = re.search(r"^Criterion: (.+)$", system, re.M) or re.search(r"^Your role: ([^.]+)\.", system, re.M)
+    """The criterion title (from our request after the data) or the role title (from the system message)."""
+    request = body["messages"][1]["content"]
+    match = re.search(r'^Rate "(.+?)" \(', request, re.M)
+    match = match or re.search(r"^Your role: ([^.]+)\.", body["messages"][0]["content"], re.M)
     return match.group(1)
+
+
+def is_role_call(body: dict) -> bool:
+    return "\nYour role: " in body["messages"][0]["content"]
 
 
 def round_of(body: dict) -> int:
@@ -174,8 +179,7 @@ def debate_reply(score_of):
     """Factor calls get a fixed reply; role calls get score_of(role, round)."""
 
     def reply(body):
-        system = body["messages"][0]["content"]
-        if system.startswith("Your role:"):
+        if is_role_call(body):
             role = ROLE_TITLES[judged_title(body)]
             return json.dumps({"statement": f"{role} in round {round_of(body)}", "score": score_of(role, round_of(body))})
         return FACTOR_REPLY
@@ -184,7 +188,7 @@ def debate_reply(score_of):
 
 
 def role_requests(server):
-    return [r for r in server.chat_requests if r.body["messages"][0]["content"].startswith("Your role:")]
+    return [r for r in server.chat_requests if is_role_call(r.body)]
 
 
 def test_debate_stops_early_on_unanimity():

@@ -61,7 +61,9 @@ def test_chat_mode_sends_the_whole_history_as_turns():
     asyncio.run(sim.respond(history()))
     messages = llm.calls[0]["messages"]
     turns = [(m.role, m.content) for m in messages[1:]]
+    cue = sim.prompt["chat_opening_cue"]
     assert turns == [
+        ("user", cue),  # the greeting the opening turn answered stays first, so the prompt only grows
         ("assistant", "hi there, any crime films?"),
         ("user", "Sure. Do you like heists?"),
         ("assistant", "yes, tense ones"),
@@ -199,7 +201,7 @@ def test_conversations_end_through_the_stop_rule(conversation):
     for k, call in enumerate(llm.calls):
         roles = [m.role for m in call["messages"]]
         assert roles.count("assistant") == k and roles[-1] == "user"
-        assert roles.count("user") == max(k, 1)  # the CRS turns (or the opening cue)
+        assert roles.count("user") == k + 1  # the opening cue, then the CRS turns
     json.dumps(d.model_dump(mode="json"))
 
 

@@ -54,7 +54,9 @@ def test_branch_early_hit_asks_the_crs_to_introduce_the_target():
     d = run(sim, [["1", "2"], ["3"], ["4"]])
     first_reply = said(d)[1]
     assert first_reply.metadata["ask_introduce"] is True and first_reply.metadata["hit_rank"] == 1
-    assert "suggestion number 1" in llm.calls[1]["messages"][0].content
+    # this turn's instruction closes the prompt (after the history), not the system message
+    assert "suggestion number 1" in llm.calls[1]["messages"][-1].content
+    assert "suggestion number 1" not in llm.calls[1]["messages"][0].content
     # a hit happened in round 1; once three rounds have passed the dialogue ends as a hit
     assert d.end_reason == "target_hit" and len(d.agent_turns) == 3
     assert "earlier" in d.utterances[-1].text

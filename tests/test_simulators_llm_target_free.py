@@ -82,8 +82,11 @@ def test_seen_and_unseen_items_are_reflected_and_recorded():
     reflect_prompt = llm.calls[0]["messages"][-1].content
     assert "Toys come alive" in reflect_prompt and "Heat" not in reflect_prompt  # metadata of unseen items only
     answer = llm.calls[1]["messages"]
-    assert "Heat (1995) (watched, you rated it 9/10): like" in answer[0].content
-    assert [(m.role, m.content) for m in answer[1:]] == [("assistant", "hi"), ("user", "How about these?")]
+    assert "Heat (1995) (watched, you rated it 9/10): like" in answer[-1].content  # after the history
+    cue = sim.prompt["chat_opening_cue"]
+    assert [(m.role, m.content.split("\n\n")[0]) for m in answer[1:]] == [
+        ("user", cue), ("assistant", "hi"), ("user", "How about these?"),
+    ]  # the history after the opening cue; this turn's reactions close the CRS's last message
 
 
 def test_prompt_mode_renders_reflections_and_history_in_one_prompt():

@@ -35,6 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-rounds", type=int, help="debate round limit (default 4)")
     parser.add_argument("--criteria", help="comma-separated subset of aspects/factors to score")
     parser.add_argument("--models", metavar="MAP.yaml", help="component -> LLM settings (mixture of evaluators)")
+    parser.add_argument("--prompts", metavar="FILE", help="YAML replacing keys of the judges' scaffolding texts")
+    parser.add_argument(
+        "--batch-aspects", action="store_true", help="score all aspects/factors of a conversation in one structured call"
+    )
+    parser.add_argument(
+        "--no-shared-rubric", action="store_true",
+        help="put only the rated criterion's guideline in each prompt (shorter prompts, less prefix reuse)",
+    )
     parser.add_argument("--include-invalid", action="store_true", help="also judge failed or too-short conversations")
     parser.add_argument("--dry-run", action="store_true", help="print calls and estimated tokens; call nothing")
     parser.add_argument("--concurrency", type=int, default=4, help="conversations judged at once (default 4)")
@@ -60,6 +68,7 @@ def request_from(args: argparse.Namespace):
         "concurrency": args.concurrency, "limit": args.limit, "max_attempts": args.max_attempts,
         "max_tokens": args.max_tokens, "no_cache": args.no_cache, "llm_backend": args.llm_backend,
         "model": args.model, "base_url": args.base_url, "model_path": args.model_path, "models_file": args.models,
+        "prompts": args.prompts, "batch_aspects": args.batch_aspects, "shared_rubric": not args.no_shared_rubric,
         "criteria": [c.strip() for c in args.criteria.split(",") if c.strip()] if args.criteria else None,
     }
     try:

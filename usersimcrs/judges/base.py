@@ -69,6 +69,9 @@ class Judgment(BaseModel):
     model: str = ""
     usage: JudgeUsage = Field(default_factory=JudgeUsage)
     attempts: int = 0
+    mode: Literal["per_criterion", "batched"] | None = Field(
+        default=None, description="how a rubric judge asked: one call per criterion or all criteria in one call"
+    )
     raw: Any = None
     raw_value: Any = Field(default=None, description="the original score of an imported record (before range checks)")
     agent_id: str | None = Field(default=None, description="the CRS an imported record is about")
@@ -86,6 +89,8 @@ class Judgment(BaseModel):
             if key in data and data[key] is None:
                 data[key] = ""
         unknown = {k: data.pop(k) for k in list(data) if k not in cls.model_fields}
+        if data.get("mode") not in (None, "per_criterion", "batched"):  # another producer's 'mode'
+            unknown["mode"] = data.pop("mode")
         if unknown:
             data["provenance"] = {**(data.get("provenance") or {}), **unknown}
         return data
@@ -121,6 +126,13 @@ class JudgeOptions(BaseModel):
     max_tokens: int = Field(256, ge=16)
     rationale_chars: int = Field(400, ge=20, description="longest rationale the output schema allows")
     seed: int | None = 0
+    prompts: str | None = Field(default=None, description="YAML replacing keys of the judges' scaffolding texts")
+    batch: bool = Field(default=False, description="score all criteria of a conversation in one structured call")
+    shared_rubric: bool = Field(
+        default=True,
+        description="every criterion's guideline in the shared system text (cacheable prefix); off: only the "
+        "rated criterion's, after the conversation (shorter prompts for small context windows)",
+    )
 
 
 class Judge(ABC):

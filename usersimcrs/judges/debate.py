@@ -26,6 +26,7 @@ from usersimcrs.judges.core12 import Core12Judge
 from usersimcrs.judges.estimate import COMPLETION_FILL, expected_completion_tokens
 from usersimcrs.judges.parsing import ScoreOutcome, ScoreSpec, ask_score
 from usersimcrs.judges.prompt_builder import ConversationView, build_messages, output_instructions
+from usersimcrs.judges.prompt_text import load_judge_prompts
 from usersimcrs.judges.rubrics import DebateRole, DebateRubric, load_debate
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,10 +70,14 @@ class DebateJudge(Judge):
         super().__init__(config)
         self.debate: DebateRubric = load_debate(self.config.debate)
         self.factor_judge = Core12Judge(
-            self.config.factors.model_copy(update={"rubric": self.config.factors.rubric or self.debate.factor_rubric})
+            self.config.factors.model_copy(update={
+                "rubric": self.config.factors.rubric or self.debate.factor_rubric,
+                "prompts": self.config.factors.prompts or self.config.prompts,
+            })
         )
         self.debate.check_factors(self.factor_judge.rubric)
         self.max_rounds = self.config.max_rounds or self.debate.max_rounds
+        self.prompts = load_judge_prompts(self.config.prompts)
 
     # ------------------------------------------------------------------ naming
     def names(self) -> list[str]:
@@ -105,29 +110,37 @@ class DebateJudge(Judge):
 
     # ------------------------------------------------------------------ prompts
     def _instructions(self, role: DebateRole) -> list[str]:
+        """The system part: what every role shares (task, scale) first, then the role's own text."""
+        p = self.prompts
         low, high = self.debate.scale
-        focus = "\n".join(f"- {item}" for item in role.focus)
-        anchors = "\n".join(f"- {a.score}: {a.anchor}" for a in sorted(self.debate.anchors, key=lambda a: a.score))
+        focus = "\n".join(p.text("debate_focus_item", item=item) for item in role.focus)
+        anchors = "\n".join(
+            p.text("debate_anchor", score=a.score, anchor=a.anchor) for a in sorted(self.debate.anchors, key=lambda a: a.score)
+        )
         return [
-            f"Your role: {role.title}. {role.persona.strip()}",
-            f"What you pay attention to:\n{focus}",
             self.debate.task.strip(),
-            f"Overall score scale ({low} to {high}):\n{anchors}",
-            output_instructions("score", "statement", low, high, "your statement to the other evaluators"),
+            p.text("debate_scale", low=low, high=high, anchors=anchors),
+            p.text("debate_role", title=role.title, persona=role.persona.strip()),
+            p.text("debate_focus", focus=focus),
         ]
 
     def role_messages(
         self, role: DebateRole, view: ConversationView, factors: Mapping[str, Judgment], buffer: list[DebateEntry], round_no: int
     ):
         """The prompt of `role` in round `round_no`: conversation, its factor results, the discussion so far."""
+        p = self.prompts
+        low, high = self.debate.scale
         payload = view.payload(["recommendations", "ground_truth"])
         payload["factor_results"] = [self._factor_entry(name, factors.get(name)) for name in role.factors]
         payload["discussion"] = [
             {"round": e.round, "evaluator": e.evaluator, "score": e.score, "statement": e.statement} for e in buffer
         ]
         guidance = self.debate.first_round if round_no == 1 else self.debate.later_rounds
-        request = f"Round {round_no} of at most {self.max_rounds}. {guidance.strip()}"
-        return build_messages(self._instructions(role), payload, request)
+        request = "\n\n".join([
+            p.text("debate_round_request", round=round_no, max_rounds=self.max_rounds, guidance=guidance.strip()),
+            output_instructions("score", "statement", low, high, p.debate_text_hint, p),
+        ])
+        return build_messages(self._instructions(role), payload, request, p)
 
     def _factor_entry(self, name: str, judgment: Judgment | None) -> dict[str, Any]:
         title = self.factor_judge.rubric.criterion(name).title
@@ -159,6 +172,7 @@ class DebateJudge(Judge):
             temperature=self.config.temperature,
             max_tokens=self.config.max_tokens,
             seed=self.config.seed,
+            prompts=self.prompts,
         )
         entry = DebateEntry(
             round=round_no, evaluator=role.name, score=outcome.value, statement=outcome.rationale,

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from usersimcrs.errors import UserError
 from usersimcrs.judges.base import JudgeUsage, Status
+from usersimcrs.judges.prompt_text import JudgePrompts, builtin_prompts
 from usersimcrs.llm.base import LLM, LLMResult, Message
 from usersimcrs.llm.failures import PermanentLLMError
 from usersimcrs.llm.structured import json_candidates
@@ -125,12 +126,58 @@ def read_score(text: str, parsed: Any, spec: ScoreSpec) -> ParsedScore:
     return ParsedScore(value, rationale[: spec.text_chars * 4], "ok")
 
 
-def correction(problem: str, spec: ScoreSpec) -> str:
-    """The follow-up message after an unusable reply."""
-    return (
-        f"Your reply could not be used ({problem}). Answer again with only the JSON object "
-        f'{{"{spec.text_key}": "...", "{spec.score_key}": <number from {spec.low:g} to {spec.high:g}>}}.'
+def correction(problem: str, spec: ScoreSpec, prompts: JudgePrompts | None = None) -> str:
+    """The follow-up message after an unusable reply (text from the judge prompts file)."""
+    return (prompts or builtin_prompts()).text(
+        "correction", problem=problem, text_key=spec.text_key, score_key=spec.score_key,
+        low=f"{spec.low:g}", high=f"{spec.high:g}",
     )
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """Several criteria scored in one reply: one ``{text, score}`` object per criterion name."""
+
+    specs: dict[str, ScoreSpec]
+
+    def schema(self) -> dict[str, Any]:
+        """One required property per criterion, each the single-criterion schema (bounds included)."""
+        return {
+            "type": "object",
+            "properties": {name: spec.schema() for name, spec in self.specs.items()},
+            "required": list(self.specs),
+            "additionalProperties": False,
+        }
+
+
+def _batch_object(text: str, parsed: Any, names: list[str]) -> dict[str, Any] | None:
+    """The provider's parsed object, else the first JSON object in `text` holding a criterion key."""
+    candidates = [parsed] if isinstance(parsed, dict) else []
+    candidates += [c for c in json_candidates(text or "") if isinstance(c, dict)]
+    for candidate in candidates:
+        if any(name in candidate for name in names):
+            return candidate
+    return None
+
+
+def read_batch(text: str, parsed: Any, batch: BatchSpec) -> dict[str, ParsedScore]:
+    """Each criterion's part of one batched reply, read and range-checked on its own: a missing or
+    unusable part is None with its status, whatever the other parts hold."""
+    found = _batch_object(text, parsed, list(batch.specs))
+    out: dict[str, ParsedScore] = {}
+    for name, spec in batch.specs.items():
+        part = None if found is None else found.get(name)
+        if part is None:
+            why = "no JSON object with the criteria in the reply" if found is None else f"the reply has no '{name}' part"
+            out[name] = ParsedScore(None, "", "parse_error", why)
+        elif isinstance(part, dict):
+            out[name] = read_score("", part, spec)
+        else:  # a bare score for the criterion
+            value = as_number(part)
+            problem = "not a number" if value is None else spec.check(value)
+            status: Status = "ok" if problem is None else ("parse_error" if value is None else "out_of_range")
+            out[name] = ParsedScore(value if problem is None else None, "", status, problem and f"'{name}': {problem}")
+    return out
 
 
 @dataclass
@@ -189,6 +236,7 @@ async def ask_score(
     temperature: float = 0.0,
     max_tokens: int = 256,
     seed: int | None = 0,
+    prompts: JudgePrompts | None = None,
 ) -> ScoreOutcome:
     """Ask for a score; on an unreadable or invalid reply, say what was wrong and ask again (bounded).
 
@@ -227,6 +275,82 @@ async def ask_score(
         conversation = [
             *messages,
             Message(role="assistant", content=(result.text or "")[:2000]),
-            Message(role="user", content=correction(last.error or last.status, spec)),
+            Message(role="user", content=correction(last.error or last.status, spec, prompts)),
         ]
     return ScoreOutcome(None, last.rationale, last.status, last.error, usage, max_attempts, model, replies)
+
+
+@dataclass
+class BatchOutcome:
+    """The criteria of one batched request after up to `max_attempts` calls."""
+
+    results: dict[str, ParsedScore]
+    usage: JudgeUsage
+    attempts: int
+    model: str
+    replies: list[str] = field(default_factory=list)
+    llm_error: str | None = None
+
+
+async def ask_batch(
+    llm: LLM,
+    messages: list[Message],
+    batch: BatchSpec,
+    *,
+    component: str,
+    max_attempts: int = 3,
+    temperature: float = 0.0,
+    max_tokens: int = 256,
+    seed: int | None = 0,
+    prompts: JudgePrompts | None = None,
+) -> BatchOutcome:
+    """Ask for every criterion at once; a criterion with a valid part is done, the others are asked
+    for again with a correction naming them (bounded), and stay None with their status at the end.
+
+    Failures are handled as in `ask_score`: transient -> every open criterion ``llm_error``;
+    permanent or configuration errors are raised.
+    """
+    p = prompts or builtin_prompts()
+    usage = JudgeUsage()
+    replies: list[str] = []
+    conversation = list(messages)
+    model = model_key(llm)
+    names = list(batch.specs)
+    results: dict[str, ParsedScore] = {n: ParsedScore(None, "", "parse_error", "no attempt made") for n in names}
+    attempt = 0
+    for attempt in range(1, max_attempts + 1):
+        try:
+            result = await llm.complete(
+                conversation, temperature=temperature, max_tokens=max_tokens, seed=seed,
+                schema=batch.schema(), component=component,
+            )
+        except PermanentLLMError as exc:
+            raise permanent_failure(llm, exc) from None
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a transient backend failure is recorded, not raised
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            for name in names:
+                if results[name].status != "ok":
+                    results[name] = ParsedScore(None, "", "llm_error", error)
+            return BatchOutcome(results, usage, attempt, model, replies, llm_error=error)
+        usage = usage.add(_usage_of(result))
+        model = model_key(result) or model
+        replies.append(result.text)
+        for name, parsed in read_batch(result.text, result.parsed, batch).items():
+            if results[name].status != "ok":
+                results[name] = parsed
+        open_names = [n for n in names if results[n].status != "ok"]
+        if not open_names:
+            break
+        first = batch.specs[open_names[0]]
+        problems = "; ".join(f"{n}: {results[n].error or results[n].status}" for n in open_names)
+        conversation = [
+            *messages,
+            Message(role="assistant", content=(result.text or "")[:4000]),
+            Message(role="user", content=p.text(
+                "batch_correction", names=", ".join(open_names), problems=problems, all_names=", ".join(names),
+                text_key=first.text_key, score_key=first.score_key,
+            )),
+        ]
+    return BatchOutcome(results, usage, attempt, model, replies)

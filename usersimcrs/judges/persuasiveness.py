@@ -48,6 +48,7 @@ class PersuasivenessJudge(RubricJudge):
                 self._judgment(
                     view, criterion, value=None if problem else number, status=status, error=problem,
                     rationale="rating recorded by the user simulator", model=RECORDED_MODEL, raw={"recorded": value},
+                    mode=None,
                 )
             )
         return out

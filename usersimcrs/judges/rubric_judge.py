@@ -1,25 +1,35 @@
-"""A judge that rates each criterion of a rubric in its own LLM call (the shared engine of the
-quality, CoRE, PEPPER and persuasiveness judges)."""
+"""A judge that rates each criterion of a rubric in its own LLM call, or all of them in one
+(`batch`), the shared engine of the quality, CoRE, PEPPER and persuasiveness judges.
+
+Every call of one conversation starts with the same system text and data block and differs only
+in its closing request, so a serving stack with prefix caching computes the shared part once.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.errors import UserError
-from usersimcrs.judges.base import Judge, JudgeOptions, Judgment, PlannedCall, gather_all
+from usersimcrs.judges.base import Judge, JudgeOptions, JudgeUsage, Judgment, PlannedCall, gather_all
 from usersimcrs.judges.components import criterion_chain
-from usersimcrs.judges.estimate import expected_completion_tokens
-from usersimcrs.judges.parsing import ScoreSpec, ask_score, model_key
-from usersimcrs.judges.prompt_builder import ConversationView, criterion_messages
+from usersimcrs.judges.estimate import expected_completion_tokens, prompt_tokens
+from usersimcrs.judges.parsing import BatchSpec, ScoreSpec, ask_batch, ask_score, model_key
+from usersimcrs.judges.prompt_builder import ConversationView, PromptLayout, batch_messages, criterion_messages
+from usersimcrs.judges.prompt_text import load_judge_prompts
 from usersimcrs.judges.rubrics import Criterion, Rubric, load_rubric
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.runtime.context import RunContext
 
+LOCAL_WINDOW_BACKENDS = ("llamacpp", "ollama")
+"""Backends serving a model with a fixed context window (`llm.n_ctx`): a prompt too long for it is
+refused (llama.cpp) or cut from the start (Ollama), so the judge then uses the compact layout."""
+
 
 class RubricJudge(Judge):
-    """Rates every criterion of `default_rubric` (or the configured rubric) separately."""
+    """Rates every criterion of `default_rubric` (or the configured rubric) in its own call, or all of
+    them in one call per model with `batch`; each judgment records which (`mode`)."""
 
     name: ClassVar[str] = "rubric"
     default_rubric: ClassVar[str] = "quality"
@@ -31,12 +41,22 @@ class RubricJudge(Judge):
         self.criteria: list[Criterion] = (
             [self.rubric.criterion(n) for n in wanted] if wanted else list(self.rubric.criteria)
         )
+        self.prompts = load_judge_prompts(self.config.prompts)
+        self.layout = PromptLayout(
+            criteria=tuple(self.criteria), shared_rubric=self.config.shared_rubric, prompts=self.prompts
+        )
+        self.compact_layout = PromptLayout(criteria=tuple(self.criteria), shared_rubric=False, prompts=self.prompts)
+        self.mode = "batched" if self.config.batch else "per_criterion"
 
     def names(self) -> list[str]:
         return [c.name for c in self.criteria]
 
     def component(self, criterion: Criterion) -> str:
         return criterion_chain(self.name, criterion.name)[0]
+
+    def batch_component(self) -> str:
+        """The component a batched call is accounted under (the judge's level of the chain)."""
+        return f"judge.{self.name}"
 
     def component_chains(self) -> dict[str, list[str]]:
         return {self.component(c): criterion_chain(self.name, c.name) for c in self.criteria}
@@ -55,14 +75,25 @@ class RubricJudge(Judge):
             judge=self.name,
             name=criterion.name,
             scale=(float(self.rubric.scale[0]), float(self.rubric.scale[1])),
-            **fields,
+            **{"mode": self.mode, **fields},
         )
 
     def pending(self, existing: Mapping[str, Judgment] | None) -> list[Criterion]:
         done = set(existing or {})
         return [c for c in self.criteria if c.name not in done]
 
-    async def score_criterion(self, view: ConversationView, criterion: Criterion, context: "RunContext") -> Judgment:
+    def layout_for(self, view: ConversationView, llm: Any) -> PromptLayout:
+        """The configured layout, or the compact one when a shared-rubric prompt of this conversation
+        would not fit the context window of a local model (llama.cpp, Ollama: `n_ctx`)."""
+        window = context_window(llm)
+        if not self.layout.shared_rubric or window is None:
+            return self.layout
+        longest = max(prompt_tokens(criterion_messages(self.rubric, c, view, layout=self.layout)) for c in self.criteria)
+        return self.layout if longest + self.config.max_tokens <= window else self.compact_layout
+
+    async def score_criterion(
+        self, view: ConversationView, criterion: Criterion, context: "RunContext", layout: PromptLayout | None = None
+    ) -> Judgment:
         """One criterion: a missing input is recorded without a call; otherwise ask with retries.
 
         A configuration error (no key, unknown backend) is raised: no criterion could be scored.
@@ -80,7 +111,7 @@ class RubricJudge(Judge):
                 view, criterion, value=None, status="missing_input", model=model_key(llm),
                 error=f"the conversation has no {', '.join(missing)}",
             )
-        messages = criterion_messages(self.rubric, criterion, view)
+        messages = criterion_messages(self.rubric, criterion, view, layout=layout or self.layout_for(view, llm))
         outcome = await ask_score(
             llm,
             messages,
@@ -90,6 +121,7 @@ class RubricJudge(Judge):
             temperature=self.config.temperature,
             max_tokens=self.config.max_tokens,
             seed=self.config.seed,
+            prompts=self.prompts,
         )
         return self._judgment(
             view,
@@ -104,29 +136,127 @@ class RubricJudge(Judge):
             raw=None if outcome.status == "ok" else {"replies": outcome.replies},
         )
 
+    async def score_batch(self, view: ConversationView, criteria: list[Criterion], context: "RunContext") -> list[Judgment]:
+        """All of `criteria` in one structured call per LLM (criteria sharing a model share a call);
+        a missing input is recorded without a call, a missing or invalid part is None with its status."""
+        out: list[Judgment] = []
+        groups: dict[int, tuple[Any, list[Criterion]]] = {}
+        for criterion in criteria:
+            try:
+                llm = context.llm(self.component(criterion))
+            except UserError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any other failure to get the LLM is recorded
+                out.append(self._judgment(view, criterion, value=None, status="llm_error", error=str(exc)[:500]))
+                continue
+            missing = view.missing(criterion.inputs)
+            if missing:
+                out.append(self._judgment(
+                    view, criterion, value=None, status="missing_input", model=model_key(llm),
+                    error=f"the conversation has no {', '.join(missing)}",
+                ))
+                continue
+            groups.setdefault(id(getattr(llm, "slot", llm)), (llm, []))[1].append(criterion)
+        batches = await gather_all(*(self._one_batch(view, llm, group) for llm, group in groups.values()))
+        for judgments in batches:
+            out.extend(judgments)
+        order = {c.name: i for i, c in enumerate(criteria)}
+        return sorted(out, key=lambda j: order[j.name])
+
+    def batch_max_tokens(self, count: int) -> int:
+        """Completion cap of a batched call: the per-criterion cap for each criterion."""
+        return self.config.max_tokens * max(1, count)
+
+    async def _one_batch(self, view: ConversationView, llm: Any, criteria: list[Criterion]) -> list[Judgment]:
+        batch = BatchSpec({c.name: self.spec(c) for c in criteria})
+        outcome = await ask_batch(
+            llm,
+            batch_messages(self.rubric, criteria, view, layout=self.layout),
+            batch,
+            component=self.batch_component(),
+            max_attempts=self.config.max_attempts,
+            temperature=self.config.temperature,
+            max_tokens=self.batch_max_tokens(len(criteria)),
+            seed=self.config.seed,
+            prompts=self.prompts,
+        )
+        shares = split_usage(outcome.usage, len(criteria))
+        judgments = []
+        for criterion, usage in zip(criteria, shares):
+            parsed = outcome.results[criterion.name]
+            ok = parsed.status == "ok"
+            judgments.append(self._judgment(
+                view, criterion, value=parsed.value, rationale=parsed.rationale, status=parsed.status,
+                error=parsed.error, model=outcome.model, usage=usage, attempts=outcome.attempts,
+                raw=None if ok else {"replies": outcome.replies},
+            ))
+        return judgments
+
     async def score(
         self, dialogue: Dialogue, context: "RunContext", existing: Mapping[str, Judgment] | None = None
     ) -> list[Judgment]:
         view = ConversationView.from_dialogue(dialogue)
-        tasks = [self.score_criterion(view, c, context) for c in self.pending(existing)]
-        return await gather_all(*tasks)
+        if self.config.batch:
+            pending = self.pending(existing)
+            return await self.score_batch(view, pending, context) if pending else []
+        pending = self.pending(existing)
+        layout = self.layout
+        if pending:
+            try:
+                layout = self.layout_for(view, context.llm(self.component(pending[0])))
+            except Exception:  # noqa: BLE001 - score_criterion records (or raises) the same failure
+                pass
+        return await gather_all(*(self.score_criterion(view, c, context, layout) for c in pending))
 
     def plan(self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None = None) -> list[PlannedCall]:
         view = ConversationView.from_dialogue(dialogue)
-        calls = []
-        for criterion in self.pending(existing):
-            if view.missing(criterion.inputs):
-                continue
-            calls.append(
+        expected = expected_completion_tokens(self.config.max_tokens, self.config.rationale_chars)
+        todo = [c for c in self.pending(existing) if not view.missing(c.inputs)]
+        if self.config.batch:
+            if not todo:
+                return []
+            return [
                 PlannedCall(
                     judge=self.name,
-                    name=criterion.name,
-                    component=self.component(criterion),
-                    messages=criterion_messages(self.rubric, criterion, view),
-                    max_tokens=self.config.max_tokens,
-                    expected_completion_tokens=expected_completion_tokens(
-                        self.config.max_tokens, self.config.rationale_chars
-                    ),
+                    name="+".join(c.name for c in todo),
+                    component=self.batch_component(),
+                    messages=batch_messages(self.rubric, todo, view, layout=self.layout),
+                    max_tokens=self.batch_max_tokens(len(todo)),
+                    expected_completion_tokens=expected * len(todo),
+                    note="batched: one call for all criteria",
                 )
+            ]
+        return [
+            PlannedCall(
+                judge=self.name,
+                name=criterion.name,
+                component=self.component(criterion),
+                messages=criterion_messages(self.rubric, criterion, view, layout=self.layout),
+                max_tokens=self.config.max_tokens,
+                expected_completion_tokens=expected,
             )
-        return calls
+            for criterion in todo
+        ]
+
+
+def context_window(llm: Any) -> int | None:
+    """The context window a prompt must fit, for local backends whose window is configured (`n_ctx`)."""
+    if getattr(llm, "backend", None) not in LOCAL_WINDOW_BACKENDS:
+        return None
+    return getattr(getattr(llm, "config", None), "n_ctx", None)
+
+
+def split_usage(usage: JudgeUsage, parts: int) -> list[JudgeUsage]:
+    """`usage` of one batched request spread over its `parts` judgments so that the sums stay exact:
+    tokens evenly (the remainder on the first), the calls on the first judgment."""
+    parts = max(1, parts)
+    out = []
+    for i in range(parts):
+        first = i == 0
+        out.append(JudgeUsage(
+            prompt_tokens=usage.prompt_tokens // parts + (usage.prompt_tokens % parts if first else 0),
+            completion_tokens=usage.completion_tokens // parts + (usage.completion_tokens % parts if first else 0),
+            calls=usage.calls if first else 0,
+            cached_calls=usage.cached_calls if first else 0,
+        ))
+    return out

@@ -195,10 +195,26 @@ def _add_counts(base: Any, extra: Any) -> Any:
     return extra if extra is not None else base
 
 
-def record_usage(run_dir: Path, judge_name: str, summary: JudgeRunSummary, llm_usage: Mapping[str, Any]) -> dict:
+def prefix_chars(llm_usage: Mapping[str, Any], components: Iterable[str]) -> dict[str, int]:
+    """Prompt characters and prefix-reused characters of `components`, summed from an LLM usage summary."""
+    wanted = set(components)
+    out = {"prompt_chars": 0, "prefix_reused_chars": 0}
+    for component, counts in (llm_usage.get("by_component") or {}).items():
+        if component in wanted:
+            for key in out:
+                out[key] += int(counts.get(key) or 0)
+    return out
+
+
+def record_usage(
+    run_dir: Path, judge_name: str, summary: JudgeRunSummary, llm_usage: Mapping[str, Any],
+    components: Iterable[str] = (),
+) -> dict:
     """Add this invocation's judge tokens to ``manifest.json`` under ``judges`` (summed over invocations),
-    overall, per judge and per judge model (``by_model[backend:model][judge]``)."""
+    overall, per judge and per judge model (``by_model[backend:model][judge]``), and the prompt-prefix
+    reuse of the judge's LLM `components` (``prefix_reuse[judge]``, recomputed from the summed characters)."""
     from usersimcrs.core.manifest import read_manifest, update_manifest
+    from usersimcrs.llm.usage import with_prefix_reuse
 
     current = read_manifest(run_dir).get("judges", {})
     usage = summary.usage.model_dump()
@@ -206,11 +222,13 @@ def record_usage(run_dir: Path, judge_name: str, summary: JudgeRunSummary, llm_u
         model: {judge_name: {**tally.usage.model_dump(), "judgments": tally.judgments}}
         for model, tally in summary.by_model.items()
     }
+    prefix = _add_counts(current.get("prefix_reuse", {}), {judge_name: prefix_chars(llm_usage, components)})
     patch = {
         "usage": _add_counts(current.get("usage", {}), usage),
         "by_judge": _add_counts(current.get("by_judge", {}), {judge_name: usage}),
         "by_model": _add_counts(current.get("by_model", {}), by_model),
-        "llm": _add_counts(current.get("llm", {}), dict(llm_usage)),
+        "llm": with_prefix_reuse(_add_counts(current.get("llm", {}), dict(llm_usage))),
+        "prefix_reuse": with_prefix_reuse(prefix),
         "statuses": _add_counts(current.get("statuses", {}), {judge_name: dict(summary.statuses)}),
         "skipped_invalid": dict(summary.skipped_invalid),
     }

@@ -132,6 +132,7 @@ class ManagedLLM(LLM):
                 return LLMResult(
                     text=hit.text, parsed=hit.parsed, usage=hit.usage, cached=True, model=self.model, backend=self.backend
                 )
+        self.tracker.record_prompt(who, self.slot.model_key, messages)  # prefix-reuse figure (hashes only)
         state = _Attempts(counts=UsageCounts(calls=1))
         started = time.perf_counter()
         try:

@@ -1,13 +1,24 @@
-"""Token and call accounting per component (simulator, nlu, nlg, judge, ...) and per model."""
+"""Token and call accounting per component (simulator, nlu, nlg, judge, ...) and per model, and
+how much of each prompt repeats a prefix already sent to the same model (what a prefix cache saves)."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from typing import Any
+from typing import Any, Iterable
 
 from pydantic import BaseModel
 
+from usersimcrs.llm.base import Message
+
 COUNTERS = ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "retries", "errors")
+PREFIX_COUNTERS = ("prompt_chars", "prefix_reused_chars")
+PREFIX_BLOCK_CHARS = 128
+"""Granularity of the prefix counter: prompts are compared in blocks of this many characters (as
+serving stacks cache key-value blocks of a fixed number of tokens), so a shared prefix is counted
+up to its last whole block."""
+MAX_PREFIX_BLOCKS = 200_000
+"""Block hashes kept per model before the set starts over (bounds memory on very long runs)."""
 
 
 class UsageCounts(BaseModel):
@@ -27,14 +38,75 @@ class UsageCounts(BaseModel):
             mine[name] += theirs[name]
 
 
+def prompt_text(messages: Iterable[Message]) -> str:
+    """The characters of a chat prompt as a server sees them in order: role marker, then content."""
+    return "".join(f"\x1e{m.role}\x1f{m.content}" for m in messages)
+
+
+def block_hashes(text: str, block: int = PREFIX_BLOCK_CHARS) -> list[bytes]:
+    """Hashes of `text`'s whole leading blocks (UTF-8 bytes): entry i identifies the prefix of i+1 blocks."""
+    data = memoryview(text.encode("utf-8", "surrogatepass"))
+    running = hashlib.blake2b(digest_size=8)
+    out: list[bytes] = []
+    for start in range(0, len(data) - block + 1, block):
+        running.update(data[start : start + block])
+        out.append(running.copy().digest())
+    return out
+
+
+class PrefixCounter:
+    """Per model: the block-prefix hashes already sent; per call: how many characters repeat one.
+
+    Keeps hashes only (8 bytes per block), never prompts; a call costs one pass of hashing over
+    its prompt (tens of microseconds for a judge prompt).
+    """
+
+    def __init__(self, block: int = PREFIX_BLOCK_CHARS, max_blocks: int = MAX_PREFIX_BLOCKS) -> None:
+        self.block = block
+        self.max_blocks = max_blocks
+        self._seen: dict[str, set[bytes]] = {}
+
+    def observe(self, model_key: str, text: str) -> tuple[int, int]:
+        """(prompt characters, characters of the longest block prefix sent to `model_key` before)."""
+        hashes = block_hashes(text, self.block)
+        seen = self._seen.setdefault(model_key, set())
+        reused = 0
+        for digest in hashes:
+            if digest not in seen:
+                break
+            reused += 1
+        if len(seen) + len(hashes) > self.max_blocks:
+            seen.clear()
+        seen.update(hashes)
+        return len(text), min(len(text), reused * self.block)
+
+
+def prefix_share(counts: dict[str, Any]) -> float | None:
+    """Reused prompt characters / prompt characters of a summary slice (None when nothing was sent)."""
+    total = counts.get("prompt_chars") or 0
+    return round((counts.get("prefix_reused_chars") or 0) / total, 4) if total else None
+
+
+def with_prefix_reuse(summary: dict[str, Any]) -> dict[str, Any]:
+    """`summary` (or any slice of it) with `prefix_reuse` recomputed from its character counts,
+    recursively; call it again after adding summaries (a ratio does not add up)."""
+    out = {k: with_prefix_reuse(v) if isinstance(v, dict) else v for k, v in summary.items()}
+    if "prompt_chars" in out:
+        out["prefix_reuse"] = prefix_share(out)
+    return out
+
+
 class UsageTracker:
-    """Sums UsageCounts overall, by component and by model (`backend:model`)."""
+    """Sums UsageCounts overall, by component and by model (`backend:model`), and the prompt-prefix
+    reuse per component (prefixes are shared across components of the same model, as in a server's cache)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._total = UsageCounts()
         self._by_component: dict[str, UsageCounts] = {}
         self._by_model: dict[str, UsageCounts] = {}
+        self._prefix = PrefixCounter()
+        self._chars: dict[str, list[int]] = {}  # component -> [prompt_chars, prefix_reused_chars]
 
     def record(self, component: str, model_key: str, counts: UsageCounts) -> None:
         """Add the counts of one request to the three slices."""
@@ -43,11 +115,27 @@ class UsageTracker:
             self._by_component.setdefault(component, UsageCounts()).add(counts)
             self._by_model.setdefault(model_key, UsageCounts()).add(counts)
 
+    def record_prompt(self, component: str, model_key: str, messages: list[Message]) -> None:
+        """Count one prompt sent to the backend (not a response-cache hit) for the prefix-reuse figure."""
+        text = prompt_text(messages)
+        with self._lock:
+            total, reused = self._prefix.observe(model_key, text)
+            chars = self._chars.setdefault(component, [0, 0])
+            chars[0] += total
+            chars[1] += reused
+
+    def _slice(self, component: str, counts: UsageCounts) -> dict[str, Any]:
+        total, reused = self._chars.get(component, (0, 0))
+        out = {**counts.model_dump(), "prompt_chars": total, "prefix_reused_chars": reused}
+        out["prefix_reuse"] = prefix_share(out)
+        return out
+
     def summary(self) -> dict[str, Any]:
-        """`{calls, cache_hits, prompt_tokens, completion_tokens, retries, errors, by_component, by_model}`."""
+        """`{calls, cache_hits, prompt_tokens, completion_tokens, retries, errors, by_component, by_model}`;
+        each component also has `prompt_chars`, `prefix_reused_chars` and `prefix_reuse` (their ratio)."""
         with self._lock:
             return {
                 **self._total.model_dump(),
-                "by_component": {k: v.model_dump() for k, v in sorted(self._by_component.items())},
+                "by_component": {k: self._slice(k, v) for k, v in sorted(self._by_component.items())},
                 "by_model": {k: v.model_dump() for k, v in sorted(self._by_model.items())},
             }

@@ -48,6 +48,11 @@ class JudgeRequest(BaseModel):
     base_url: str | None = None
     model_path: str | None = None
     models_file: str | None = Field(default=None, description="YAML: component -> LLM settings (mixture of evaluators)")
+    prompts: str | None = Field(default=None, description="YAML replacing keys of the judges' scaffolding texts")
+    batch_aspects: bool = Field(default=False, description="score all aspects/factors of a conversation in one call")
+    shared_rubric: bool = Field(
+        default=True, description="all guidelines in the shared, cacheable system text (off: only the rated one's)"
+    )
 
 
 class DryRunEstimate(BaseModel):
@@ -112,10 +117,18 @@ def judge_options(request: JudgeRequest) -> dict[str, Any]:
         options["max_attempts"] = request.max_attempts
     if request.max_tokens:
         options["max_tokens"] = request.max_tokens
+    if request.prompts:
+        options["prompts"] = request.prompts
+    if request.batch_aspects:
+        options["batch"] = True
+    if not request.shared_rubric:
+        options["shared_rubric"] = False
     if not request.debate:
         return options
     factor_options = {k: v for k, v in options.items() if k != "max_tokens"}
     debate: dict[str, Any] = {"factors": factor_options}
+    if request.prompts:
+        debate["prompts"] = request.prompts
     if request.max_tokens:
         debate["max_tokens"] = request.max_tokens
     if request.debate_roles:
@@ -249,7 +262,8 @@ async def _judge_todo(judge, todo, context, run_dir: Path, summary, request: Jud
             f"judge {judge.name} stopped: {exc.reason}; {summary.judged} of {len(todo)} conversations judged before"
         ) from None
     finally:
-        record_usage(run_dir, judge.name, summary, context.llms.usage_summary())
+        components = [*judge.component_chains(), f"judge.{judge.name}", *(f"judge.{n}" for n in judge.reused_judges())]
+        record_usage(run_dir, judge.name, summary, context.llms.usage_summary(), components)
 
 
 def judge(

@@ -147,20 +147,32 @@ class LLMUserSimulator(UserSimulator):
     def compose(self, system: str, history: list[Utterance], variables: dict[str, Any]) -> list[Message]:
         """Messages for one generation, the history rendered once, in the configured mode.
 
-        prompt mode: system message + one user message (the prompt's `user` template with the
-        labelled history). chat mode: system message followed by the prompt's `chat_block`, then
-        the history as chat turns (CRS = 'user', simulated user = 'assistant'); no instruction
-        follows the CRS's last turn, so even a base model simply continues as the user, and an
-        empty history starts from the prompt's `chat_opening_cue`.
+        The prompt of turn t+1 extends the prompt of turn t (prefix caching): what stays the same
+        for the whole conversation comes first, the history only grows at its end, and what changes
+        per turn comes last.
+
+        prompt mode: system message + one user message (the prompt's `user` template, which starts
+        with the labelled history). chat mode: system message with the prompt's stable
+        `chat_block`, then the prompt's `chat_opening_cue` (a greeting in the CRS's voice, unless
+        the CRS spoke first) and the history as chat turns (CRS = 'user', simulated user =
+        'assistant'); the prompt's per-turn `chat_turn` text, if any, closes the last CRS message.
+        Without one, nothing follows the CRS's last turn, so even a base model simply continues
+        as the user.
         """
         cap = self.config.max_history_utterances
         if self.config.history_mode == "chat":
             turns = history[-cap:] if cap else history
             block = fill(self.prompt.get("chat_block", "{format}"), variables)
-            messages = [Message(role="system", content=squeeze(f"{system}\n\n{block}")), *history_messages(turns)]
-            if not turns or turns[-1].participant == USER:
-                cue = self.prompt.get("chat_opening_cue", "Hi! What are you looking for today?")
+            cue = self.prompt.get("chat_opening_cue", "Hi! What are you looking for today?")
+            messages = [Message(role="system", content=squeeze(f"{system}\n\n{block}"))]
+            if not turns or turns[0].participant == USER:
                 messages.append(Message(role="user", content=cue))
+            messages.extend(history_messages(turns))
+            if turns and turns[-1].participant == USER:  # the CRS has not answered: continue as the user
+                messages.append(Message(role="user", content=cue))
+            tail = squeeze(fill(self.prompt.get("chat_turn", ""), variables))
+            if tail:
+                messages[-1] = Message(role="user", content=f"{messages[-1].content}\n\n{tail}")
             return messages
         rendered = render_history(
             history, self.labels, empty=self.prompt.get("empty_history", "(none)"), max_utterances=cap
