@@ -27,6 +27,7 @@ from usersimcrs.engine.loop import current_loop_kind, frozen_heap, run_coroutine
 from usersimcrs.engine.plugins import RunPlugins
 from usersimcrs.engine.progress import RunProgress
 from usersimcrs.errors import ConfigError, DataError, UserError
+from usersimcrs.llm.usage import with_prefix_reuse
 from usersimcrs.runtime.context import RunContext
 
 DIALOGUES = "dialogues.jsonl"
@@ -261,7 +262,7 @@ async def run_async(
     finally:
         summary.wall_s = time.perf_counter() - started
         usage = _sum_usage(_usage(context), remote_usage)
-        summary.llm = _sum_usage(previous.get("llm", {}), usage)
+        summary.llm = with_prefix_reuse(_sum_usage(previous.get("llm", {}), usage))  # ratios recomputed, not summed
         counts = _count(output_dir / DIALOGUES)
         summary.ambiguous_items = counts["ambiguous_items"]
         complete = counts["completed"] + counts["failed"] >= config.conversations
