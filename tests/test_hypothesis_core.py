@@ -102,7 +102,7 @@ def test_dialoguekit_reader_on_dialogue_shaped_json(value):
 
 texts = st.text(min_size=0, max_size=30)
 slot_values = st.builds(SlotValue, slot=st.text(min_size=1, max_size=8), value=st.none() | texts)
-acts = st.builds(DialogueAct, intent=st.text(min_size=1, max_size=10), slot_values=st.lists(slot_values, max_size=3))
+acts = st.builds(DialogueAct, intent=st.text(min_size=1, max_size=10).filter(str.strip), slot_values=st.lists(slot_values, max_size=3))
 item_refs = st.builds(ItemRef, id=st.none() | st.text(max_size=6), title=st.none() | texts)
 utterances = st.builds(
     Utterance,
