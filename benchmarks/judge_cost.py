@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from usersimcrs.core.dialogue import Dialogue
-from usersimcrs.core.jsonl import iter_jsonl
+from usersimcrs.core.run_folder import load_run
 from usersimcrs.runtime.context import RunContext
 from usersimcrs.judges.base import judges
 from usersimcrs.judges.estimate import estimate
@@ -54,7 +54,7 @@ async def _judge(judge_name: str, url: str, dialogues: list[Dialogue], cache_dir
 
 def judge_costs(url: str, dialogues_path: Path, limit: int, work: Path) -> dict[str, dict[str, Any]]:
     """Per setup: planned calls/tokens per conversation (chars/4), calls made, cache rerun, prefix reuse."""
-    dialogues = [Dialogue.model_validate(r) for r in iter_jsonl(dialogues_path)][:limit]
+    dialogues = load_run(dialogues_path.parent).dialogues[:limit]  # profiles attached (ground truth, preferences)
     out: dict[str, dict[str, Any]] = {}
     for label, judge_name in SETUPS.items():
         cls = judges.get(judge_name)
