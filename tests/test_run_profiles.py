@@ -283,3 +283,24 @@ def test_import_of_an_export_stores_profiles_once(both_layouts, tmp_path):
     assert len(ids) == len(set(ids)) == len({d.profile_id for d in new.dialogues})
     imported = load_run(tmp_path / "imported").dialogues
     assert [d.profile for d in imported] == [d.profile for d in new.dialogues]
+
+
+def test_moved_item_file_reads_profiles_with_item_ids_only(tmp_path):
+    items = tmp_path / "items.csv"
+    items.write_text((ROOT / "configs/data/tiny_movies.csv").read_text())
+    config = _config(items={"path": str(items), "delimiters": {"genres": "|", "keywords": "|"}})
+    run(config, tmp_path / "r")
+    with_titles = load_run(tmp_path / "r").dialogues
+    items.unlink()
+    without = load_run(tmp_path / "r").dialogues
+    for a, b in zip(with_titles, without, strict=True):
+        assert [t.id for t in b.profile.need.targets] == [t.id for t in a.profile.need.targets]
+        assert all(t.title is None for t in b.profile.need.targets) and all(t.title for t in a.profile.need.targets)
+
+
+def test_a_line_naming_a_missing_profile_reads_without_it(tmp_path, caplog):
+    run(_config(conversations=3), tmp_path / "r")
+    (tmp_path / "r" / PROFILES).unlink()
+    dialogues = load_run(tmp_path / "r").dialogues
+    assert len(dialogues) == 3 and all(d.profile is None and d.profile_id for d in dialogues)
+    assert "profiles.jsonl lacks" in caplog.text
