@@ -211,9 +211,9 @@ class Run:
         with path.open("rb") as handle:
             offset = 0
             for raw in handle:
-                match = _ID_PREFIX.match(raw)
+                match = _ID_PREFIX.match(raw) if raw.endswith(b"\n") else None  # a torn tail must parse
                 pid = match.group(1).decode() if match else _record_id(raw)
-                if pid is not None and raw.endswith(b"\n"):
+                if pid is not None:
                     offsets.setdefault(pid, offset)
                 offset += len(raw)
         return offsets
@@ -271,10 +271,13 @@ class ProfileWriter:
         self._stored = {str(r["profile_id"]) for r in iter_jsonl(self._writer.path) if "profile_id" in r}
 
     def detach(self, dialogue: Dialogue) -> Dialogue:
-        """Store the dialogue's profile (once per ID); the returned copy names it by `profile_id` only."""
+        """Store the dialogue's profile (once per ID); the returned copy names it by `profile_id` only.
+
+        The ID is computed here from the profile itself, so it always matches the content stored.
+        """
         if dialogue.profile is None:
             return dialogue
-        pid = dialogue.profile_id or profile_id(dialogue.profile)
+        pid = profile_id(dialogue.profile)
         if pid not in self._stored:
             self._writer.write(profile_record(dialogue.profile, self.items, pid))
             self._stored.add(pid)
@@ -291,7 +294,7 @@ class ProfileWriter:
 
 
 def _record_id(raw: bytes) -> str | None:
-    """The `profile_id` of a profiles.jsonl line not written by us in key order (None if unreadable)."""
+    """The `profile_id` of a profiles.jsonl line not in our key order, or without its newline (None if torn)."""
     try:
         record = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):

@@ -16,7 +16,7 @@ from typing import Any
 from crs_connectors.base import CRSConnector, CRSReply
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import AGENT, Dialogue, Utterance
-from usersimcrs.core.profile import UserProfile, profile_id
+from usersimcrs.core.profile import UserProfile
 from usersimcrs.engine.ids import conversation_id, conversation_seed
 from usersimcrs.engine.plugins import RunPlugins, plugins_from_config
 from usersimcrs.runtime.context import RunContext
@@ -66,7 +66,7 @@ class ConversationRunner:
         crs: CRSConnector | None = None
         try:
             profile = self.profiles.profile(conv.index, random.Random(conv.seed))
-            dialogue.profile, dialogue.profile_id = profile, profile_id(profile)  # the runner stores it in profiles.jsonl
+            dialogue.profile = profile  # the runner stores it once in profiles.jsonl, the line names it by ID
             t0 = time.perf_counter()
             timings["profile_s"] = t0 - started
             simulator: UserSimulator = self.plugins.simulator(self.context, profile, conv.seed)
