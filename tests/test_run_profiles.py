@@ -117,10 +117,10 @@ def test_load_run_attaches_the_typed_profile_the_simulator_used(tmp_path):
 
 
 def test_profile_id_is_stable_and_content_based():
-    a = UserProfile(user_id="u", preferences={"items": {"1": 0.5, "2": -0.5}})
-    b = UserProfile(user_id="u", preferences={"items": {"2": -0.5, "1": 0.5}})  # same profile, other key order
-    c = UserProfile(user_id="u", preferences={"items": {"1": 0.5, "2": -0.4}})
-    assert profile_id(a) == profile_id(b) != profile_id(c)
+    a = UserProfile(user_id="u", preferences={"items": {"1": 0.5, "2": -0.5}}, seen_items=[{"item": {"id": "1"}}])
+    again = UserProfile.model_validate_json(a.model_dump_json())  # as another process would rebuild it
+    changed = UserProfile(user_id="u", preferences={"items": {"1": 0.5, "2": -0.4}}, seen_items=[{"item": {"id": "1"}}])
+    assert profile_id(a) == profile_id(again) == profile_id(a.model_copy(deep=True)) != profile_id(changed)
     assert len(profile_id(a)) == 16 and int(profile_id(a), 16) >= 0
 
 
