@@ -286,7 +286,7 @@ class ProfileWriter:
     def close(self) -> None:
         self._writer.close()
 
-    def __enter__(self) -> "ProfileWriter":
+    def __enter__(self) -> ProfileWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
