@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from usersimcrs.core.dialogue import Dialogue
-from usersimcrs.core.jsonl import iter_jsonl
+from usersimcrs.core.run_folder import load_run
 from usersimcrs.judges.base import judges
 from usersimcrs.judges.estimate import estimate
 from usersimcrs.judges.runner import JudgeRunSummary, judge_run, prefix_chars
@@ -83,7 +83,7 @@ def judge_costs(url: str, dialogues_path: Path, limit: int, work: Path) -> dict[
     planned prompts, character-exact; `prompt_prefix_reuse_within_conversation` = only across the
     calls of one conversation (averaged), which bounds what one conversation gains on its own.
     """
-    dialogues = [Dialogue.model_validate(r) for r in iter_jsonl(dialogues_path)][:limit]
+    dialogues = load_run(dialogues_path.parent).dialogues[:limit]  # profiles attached (ground truth, preferences)
     out: dict[str, dict[str, Any]] = {}
     setups = [(label, name, False) for label, name in SETUPS.items()] + [(label, name, True) for label, name in BATCHED.items()]
     for label, judge_name, batch in setups:

@@ -1,4 +1,4 @@
-"""B5's child process: run n agenda conversations into a folder and print peak RSS as JSON."""
+"""B5's child process: run n agenda conversations into a folder and print peak RSS and line sizes as JSON."""
 
 from __future__ import annotations
 
@@ -27,6 +27,15 @@ def peak_rss_kb() -> float:
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
 
 
+def line_bytes(path: Path) -> dict[str, float]:
+    """Bytes per line of a JSONL file (mean, max; newline included), streamed so the check adds no memory."""
+    count = total = largest = 0
+    with path.open("rb") as handle:
+        for line in handle:
+            count, total, largest = count + 1, total + len(line), max(largest, len(line))
+    return {"mean": round(total / count, 1) if count else 0.0, "max": largest}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--conversations", type=int, required=True)
@@ -36,11 +45,17 @@ def main() -> None:
     started = time.perf_counter()
     summary = run(agenda_config(conversations=args.conversations, concurrency=args.concurrency), Path(args.output), overwrite=True)
     peak_kb = peak_rss_kb()
+    wall_s = time.perf_counter() - started
+    out = Path(args.output)
+    profiles = out / "profiles.jsonl"
     print(json.dumps({
         "conversations": summary.completed + summary.failed,
         "peak_rss_mb": round(peak_kb / 1024, 1),
-        "wall_s": round(time.perf_counter() - started, 2),
-        "file_mb": round((Path(args.output) / "dialogues.jsonl").stat().st_size / 2**20, 2),
+        "wall_s": round(wall_s, 2),
+        "file_mb": round((out / "dialogues.jsonl").stat().st_size / 2**20, 2),
+        "line_bytes": line_bytes(out / "dialogues.jsonl"),
+        "profiles": {"lines": sum(1 for _ in profiles.open("rb")), "file_mb": round(profiles.stat().st_size / 2**20, 2)}
+        if profiles.exists() else None,
     }))
 
 

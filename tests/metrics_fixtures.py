@@ -92,7 +92,7 @@ def write_run(run_dir, *, crs: str = "popularity", simulator: str = "target_bias
         d = dialogue(f"{name}-{i:05d}", targets, lists,
                      user_acts=[[], ["ACCEPT"] if rng.random() < 0.5 else ["REJECT"]] + [[]] * 3)
         d.index = i
-        d.profile["user_id"] = f"user{i}"
+        d.profile.user_id = f"user{i}"
         d.agent_id = crs
         if i == n - 1:
             d.status, d.error, d.end_reason = "failed", "ConnectorError: timeout", None

@@ -7,7 +7,7 @@ import yaml
 
 from tests.test_convert_helpers import reload, run_convert
 from usersimcrs.core.dialogue import AGENT, Dialogue
-from usersimcrs.core.jsonl import read_models
+from usersimcrs.core.run_folder import load_run
 from usersimcrs.testing.llm_server import LLMServer
 
 
@@ -42,7 +42,7 @@ def test_converted_redial_drives_a_simulation(shared_data, tmp_path):
         )
         summary = runner.run(config, tmp_path / "run")
         assert server.chat_requests  # the simulator really talked to the LLM server
-    dialogues = read_models(tmp_path / "run" / "dialogues.jsonl", Dialogue)
+    dialogues = load_run(tmp_path / "run").dialogues
     assert summary.completed == 3 and len(dialogues) == 3
     for dialogue in dialogues:
         assert dialogue.status == "ok", dialogue.error
@@ -52,7 +52,7 @@ def test_converted_redial_drives_a_simulation(shared_data, tmp_path):
     # each conversation played one converted ReDial seeker, whose targets came from the question sets
     by_conversation = {p.metadata["conversation_id"]: p for p in converted["profiles"]}
     played = [Dialogue.model_validate(d.model_dump()).profile for d in dialogues]
-    sources = sorted(p["metadata"]["conversation_id"] for p in played)
+    sources = sorted(p.metadata["conversation_id"] for p in played)
     assert sources == sorted(list(by_conversation)[:3])
-    first = next(p for p in played if p["metadata"]["conversation_id"] == "20001")
-    assert {t["id"] for t in first["need"]["targets"]} == {"151656", "94688"}
+    first = next(p for p in played if p.metadata["conversation_id"] == "20001")
+    assert {t.id for t in first.need.targets} == {"151656", "94688"}

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
+from usersimcrs.core.profile import UserProfile
 from usersimcrs.judges.parsing import ScoreSpec, read_score
 from usersimcrs.judges.prompt_builder import (
     DATA_CLOSE,
@@ -66,11 +67,11 @@ def test_history_marked_on_utterances():
 
 def test_ground_truth_and_preferences_come_from_the_profile():
     dialogue = make_dialogue(["x", "y"])
-    dialogue.profile = {
+    dialogue.profile = UserProfile.model_validate({
         "user_id": "u1",
         "need": {"targets": [{"id": "7", "title": "Odd Thomas (2013)"}]},
         "preferences": {"likes": ["supernatural thrillers"], "dislikes": ["gore"]},
-    }
+    })
     view = ConversationView.from_dialogue(dialogue)
     assert view.ground_truth == ["Odd Thomas (2013)"]
     assert "supernatural thrillers" in view.preferences and "gore" in view.preferences

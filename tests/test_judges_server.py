@@ -9,6 +9,7 @@ import re
 import pytest
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
+from usersimcrs.core.profile import UserProfile
 from usersimcrs.judges.base import JudgeOptions
 from usersimcrs.judges.components import expand_models_map
 from usersimcrs.judges.core12 import Core12Judge
@@ -26,8 +27,8 @@ ROLE_TITLES = {"Common user": "common_user", "Domain expert": "domain_expert", "
 
 def dialogue(conversation_id: str = "c1") -> Dialogue:
     d = Dialogue(conversation_id=conversation_id)
-    d.profile = {"user_id": "u", "need": {"targets": [{"title": "Finding Nemo (2003)"}]},
-                 "preferences": {"narrative": "Likes animated family films about the sea."}}
+    d.profile = UserProfile.model_validate({"user_id": "u", "need": {"targets": [{"title": "Finding Nemo (2003)"}]},
+                                            "preferences": {"narrative": "Likes animated family films about the sea."}})
     d.add(Utterance(participant="USER", text="Any family movies?"))
     d.add(Utterance(participant="AGENT", text="Have you seen Moana?", items=[ItemRef(title="Moana (2016)")]))
     d.add(Utterance(participant="USER", text="Something with a fish looking for his son?"))

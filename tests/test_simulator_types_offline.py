@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from usersimcrs.config import RunConfig
-from usersimcrs.core.dialogue import Dialogue
-from usersimcrs.core.jsonl import read_models
+from usersimcrs.core.run_folder import load_run
 from usersimcrs.engine.runner import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +46,7 @@ def test_five_conversations_per_simulator_type(kind, tmp_path, embedded_model_pa
         }
     )
     summary = run(config, tmp_path / kind)
-    dialogues = read_models(tmp_path / kind / "dialogues.jsonl", Dialogue)
+    dialogues = load_run(tmp_path / kind).dialogues  # profiles attached from profiles.jsonl
     assert len(dialogues) == 5 and summary.failed == 0, [d.error for d in dialogues]
     assert len({d.conversation_id for d in dialogues}) == 5
     for d in dialogues:

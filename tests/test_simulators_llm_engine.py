@@ -9,6 +9,7 @@ import pytest
 
 from tests.llm_sim_support import movie_items
 from usersimcrs.config import RunConfig
+from usersimcrs.core.run_folder import load_run
 
 llm_server = pytest.importorskip("usersimcrs.testing.llm_server")
 runner = pytest.importorskip("usersimcrs.engine.runner")
@@ -69,13 +70,14 @@ def test_five_conversations_through_the_engine(kind, tmp_path):
             lines = (tmp_path / f"run{attempt}" / "dialogues.jsonl").read_text().splitlines()
             outputs.append(sorted(lines))
     dialogues = [json.loads(line) for line in outputs[0]]
+    profiles = {d.conversation_id: d.profile for d in load_run(tmp_path / "run0").dialogues}
     assert all(d["status"] == "ok" for d in dialogues)
     assert {d["end_reason"] for d in dialogues} <= reasons, {d["end_reason"] for d in dialogues}
     for d in dialogues:
         users = [u for u in d["utterances"] if u["participant"] == "USER"]
         assert users and all(u["text"].strip() for u in users)
         if kind == "target_biased":
-            titles = [t["title"].split(" (")[0].lower() for t in d["profile"]["need"]["targets"]]
+            titles = [t.title.split(" (")[0].lower() for t in profiles[d["conversation_id"]].need.targets]
             assert not any(title in u["text"].lower() for title in titles for u in users)
             assert "persuasiveness" in d["metadata"]
         if kind == "target_free":

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
 
 USER = "USER"
 AGENT = "AGENT"
@@ -108,7 +105,12 @@ class Utterance(_Model):
 
 
 class Dialogue(_Model):
-    """A conversation and, for simulated ones, how it ran (status, end reason, seed, profile)."""
+    """A conversation and, for simulated ones, how it ran (status, end reason, seed, profile).
+
+    `profile` is the user the simulator played (simulators read it, never change it). A run stores
+    it once in `profiles.jsonl` and each `dialogues.jsonl` line only names it by `profile_id`;
+    `Run` attaches the profile again on read (older lines embed it and still read).
+    """
 
     conversation_id: str
     utterances: list[Utterance] = Field(default_factory=list)
@@ -120,7 +122,8 @@ class Dialogue(_Model):
     end_reason: str | None = None
     index: int | None = None
     seed: int | None = None
-    profile: Any = None  # a UserProfile dict/model; kept loose so core stays import-light
+    profile: UserProfile | None = None
+    profile_id: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
 
     def add(self, utterance: Utterance) -> Utterance:
@@ -145,3 +148,10 @@ class Dialogue(_Model):
     def session_list(self) -> list[ItemRef]:
         """The concatenation of all per-turn lists, the list judged for the session."""
         return [item for turn in self.recommendation_lists() for item in turn]
+
+
+# profile.py builds on ItemRef (defined above), so the profile model is imported after it; the
+# package's __init__ imports this module first, so the cycle always enters here.
+from usersimcrs.core.profile import UserProfile  # noqa: E402
+
+Dialogue.model_rebuild()

@@ -3,7 +3,9 @@
 DialogueKit 0.1.1 writes ``"conversation ID"``/``"utterance ID"`` but reads ``conversation_id``/
 ``utterance_id``, and some annotated files write ``"slots"`` instead of ``"slot_values"``; this
 reader accepts all of them and the writer emits the spellings DialogueKit's reader expects. Our
-run fields (status, end reason, seed, profile, ...) travel in ``metadata["usersimcrs"]``.
+run fields (status, end reason, seed, profile, ...) travel in ``metadata["usersimcrs"]``; the
+profile is written in full there (a run folder stores it once, in `profiles.jsonl`), so one
+exported file is self-contained.
 
 Real exports hold dialogue acts whose intent is null or empty (DialogueKit reads them as acts
 without an intent); our acts need an intent, so such acts are dropped, the utterance is kept, and
@@ -30,7 +32,7 @@ _UTTERANCE_KEYS = {
     "participant", "utterance", "text", "utterance_id", "utterance ID", "dialogue_acts",
     "annotations", "utterance_feedback", "feedback", "items", "latency_s", "metadata",
 }
-_RUN_FIELDS = ("status", "error", "end_reason", "index", "seed", "profile", "timings")
+_RUN_FIELDS = ("status", "error", "end_reason", "index", "seed", "profile", "profile_id", "timings")
 
 
 class ActCounts(BaseModel):
@@ -262,8 +264,7 @@ def dialogue_to_dialoguekit(dialogue: Dialogue) -> dict[str, Any]:
         turns.append(out)
     metadata = dict(dialogue.metadata)
     run = {k: getattr(dialogue, k) for k in _RUN_FIELDS}
-    if hasattr(run["profile"], "model_dump"):
-        run["profile"] = run["profile"].model_dump(mode="json")
+    run["profile"] = dialogue.profile.model_dump(mode="json") if dialogue.profile is not None else None
     metadata[_RUN_KEY] = run
     return {
         "conversation_id": dialogue.conversation_id,

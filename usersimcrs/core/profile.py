@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.dialogue import ItemRef
 from usersimcrs.errors import DataError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.core.items import ItemCollection
 
 
 class _Model(BaseModel):
@@ -69,6 +73,86 @@ class UserProfile(_Model):
 
     def seen_ids(self) -> set[str]:
         return {s.item.id for s in self.seen_items if s.item.id is not None}
+
+
+def profile_id(profile: UserProfile) -> str:
+    """The profile's stable ID: the first 16 hex digits of the SHA-256 of its JSON.
+
+    The JSON is the model's own (`model_dump_json`: field order fixed by the model, mapping keys in
+    the order they were built), so the same profile gets the same ID in any run and any process,
+    and a run stores each distinct profile once. Hashing it costs about as much as dumping it once
+    (~1 ms for a 100 KB profile); sorting keys for a key-order-free form cost ~4x that per
+    conversation. Two equal profiles whose mappings were built in another order get two IDs: a
+    duplicate line, never a wrong profile.
+    """
+    return hashlib.sha256(profile.model_dump_json().encode("utf-8")).hexdigest()[:16]
+
+
+class ProfileRecord(_Model):
+    """One line of a run's `profiles.jsonl`: a profile under its `profile_id`, stored compactly.
+
+    `profile` is the profile's JSON without default values, where an item reference that the run's
+    item collection restores exactly (same ID and title, nothing else) is written as its bare ID
+    string; `expand_profile` turns it back into the `UserProfile`. Other references keep their fields.
+    """
+
+    profile_id: str
+    profile: dict[str, Any]
+
+
+def _is_collection_ref(ref: ItemRef, items: ItemCollection | None) -> bool:
+    """Whether `ref` is exactly the collection's `Item.ref()` (ID and title, nothing else set)."""
+    item = items.get(ref.id) if items is not None and ref.id is not None else None
+    return (item is not None and ref.title == item.title and ref.score is None and ref.raw is None
+            and ref.resolution is None and not ref.candidates)
+
+
+def compact_profile(profile: UserProfile, items: ItemCollection | None) -> dict[str, Any]:
+    """The profile's JSON for `profiles.jsonl`: defaults left out, collection items by ID (see ProfileRecord)."""
+    data = profile.model_dump(mode="json", exclude_defaults=True)
+    if items is None:
+        return data
+    targets = data.get("need", {}).get("targets")
+    if targets:
+        data["need"]["targets"] = [
+            ref.id if _is_collection_ref(ref, items) else raw for ref, raw in zip(profile.need.targets, targets)
+        ]
+    for seen, raw in zip(profile.seen_items, data.get("seen_items", [])):
+        if _is_collection_ref(seen.item, items):
+            raw["item"] = seen.item.id
+    return data
+
+
+def has_item_ids(data: dict[str, Any]) -> bool:
+    """Whether a stored profile refers to items by bare ID (so reading it back wants the item collection)."""
+    targets = (data.get("need") or {}).get("targets") or []
+    return any(isinstance(t, str) for t in targets) or any(isinstance(s.get("item"), str) for s in data.get("seen_items") or [])
+
+
+def expand_profile(data: dict[str, Any], items: ItemCollection | None) -> UserProfile:
+    """The `UserProfile` of a stored profile: bare item IDs become the collection's references.
+
+    An ID the collection lacks (or no collection at all, e.g. its file was moved) reads as an
+    ID-only reference: matching by ID still works, the title is unknown.
+    """
+
+    def ref(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        item = items.get(value) if items is not None else None
+        return item.ref() if item is not None else ItemRef(id=value)
+
+    data = dict(data)
+    if isinstance(data.get("need"), dict) and data["need"].get("targets"):
+        data["need"] = {**data["need"], "targets": [ref(t) for t in data["need"]["targets"]]}
+    if data.get("seen_items"):
+        data["seen_items"] = [{**s, "item": ref(s.get("item"))} if isinstance(s, dict) else s for s in data["seen_items"]]
+    return UserProfile.model_validate(data)
+
+
+def profile_record(profile: UserProfile, items: ItemCollection | None, pid: str | None = None) -> ProfileRecord:
+    """The `profiles.jsonl` record of `profile` (`pid`: its ID when already computed)."""
+    return ProfileRecord(profile_id=pid or profile_id(profile), profile=compact_profile(profile, items))
 
 
 class Ratings:

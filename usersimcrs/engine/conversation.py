@@ -66,7 +66,7 @@ class ConversationRunner:
         crs: CRSConnector | None = None
         try:
             profile = self.profiles.profile(conv.index, random.Random(conv.seed))
-            dialogue.profile = profile.model_dump(mode="json")
+            dialogue.profile = profile  # the runner stores it once in profiles.jsonl, the line names it by ID
             t0 = time.perf_counter()
             timings["profile_s"] = t0 - started
             simulator: UserSimulator = self.plugins.simulator(self.context, profile, conv.seed)

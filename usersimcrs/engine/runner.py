@@ -4,6 +4,10 @@ Conversation i always gets the same ID and seed, so a killed run resumes by skip
 already completed on disk, and a rerun with the same cache reproduces the same conversations.
 On resume, failed conversations are run again (unless `keep_failed`): their lines are first
 removed from `dialogues.jsonl` by an atomic rewrite, so no reader ever sees one ID twice.
+
+Each distinct user profile is appended once to `profiles.jsonl` (before the first conversation
+line that names it by `profile_id`), so a line is sized by its conversation, not by the user's
+history; a resumed run reads the IDs already there and never writes one twice.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl
 from usersimcrs.core.manifest import environment, read_manifest, write_manifest
 from usersimcrs.core.profile import Ratings
+from usersimcrs.core.run_folder import PROFILES, ProfileWriter
 from usersimcrs.engine.conversation import ConversationRunner, plan
 from usersimcrs.engine.loop import current_loop_kind, frozen_heap, run_coroutine
 from usersimcrs.engine.plugins import RunPlugins
@@ -199,7 +204,7 @@ def _prepare_output(output_dir: Path, resume: bool, overwrite: bool, keep_failed
     if dialogues.exists() and dialogues.stat().st_size > 0:
         if overwrite:
             dialogues.unlink()
-            for name in ("manifest.json", "judgments.jsonl", "metrics.csv", "metrics_summary.csv"):
+            for name in ("manifest.json", "judgments.jsonl", "metrics.csv", "metrics_summary.csv", PROFILES):
                 (output_dir / name).unlink(missing_ok=True)
             return set(), set()
         if not resume:
@@ -251,9 +256,10 @@ async def run_async(
             stream = iter_conversations_ray(config, indices, source=source, run_dir=output_dir, usage=remote_usage)
         else:
             stream = iter_conversations(config, context, indices, source=source, plugins=plugins)
-        with JsonlWriter(output_dir / DIALOGUES) as writer, progress, frozen_heap():
+        with JsonlWriter(output_dir / DIALOGUES) as writer, ProfileWriter(output_dir, context.items) as profiles, \
+                progress, frozen_heap():
             async for dialogue in stream:
-                writer.write(dialogue)
+                writer.write(profiles.detach(dialogue))
                 if dialogue.status == "ok":
                     summary.completed += 1
                 else:

@@ -31,6 +31,7 @@ from typing import Any, Iterable, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.dialogue import AGENT, Dialogue, ItemRef, Utterance
+from usersimcrs.core.profile import Preferences
 from usersimcrs.judges.prompt_text import JudgePrompts, builtin_prompts
 from usersimcrs.judges.rubrics import Criterion, Rubric
 from usersimcrs.llm.base import Message
@@ -68,14 +69,13 @@ class ConversationView(BaseModel):
         """Split `dialogue` into history and interaction and collect its lists and profile facts."""
         cut = history_length(dialogue)
         turns = [_turn_view(i + 1, u) for i, u in enumerate(dialogue.utterances)]
-        profile = _profile_dict(dialogue.profile)
         return cls(
             conversation_id=dialogue.conversation_id,
             history=turns[:cut],
             interaction=turns[cut:],
             session_list=[item_label(item) for item in dialogue.session_list()],
-            ground_truth=_ground_truth(dialogue, profile),
-            preferences=_preferences_text(profile),
+            ground_truth=_ground_truth(dialogue),
+            preferences=_preferences_text(dialogue.profile.preferences) if dialogue.profile is not None else None,
         )
 
     def payload(self, inputs: Iterable[str]) -> dict[str, Any]:
@@ -140,39 +140,25 @@ def _turn_view(number: int, utterance: Utterance) -> TurnView:
     )
 
 
-def _profile_dict(profile: Any) -> dict[str, Any]:
-    if profile is None:
-        return {}
-    if isinstance(profile, BaseModel):
-        return profile.model_dump()
-    return profile if isinstance(profile, dict) else {}
-
-
-def _ground_truth(dialogue: Dialogue, profile: dict[str, Any]) -> list[str]:
+def _ground_truth(dialogue: Dialogue) -> list[str]:
     """Target items: the profile's information need, else ``metadata["ground_truth"]`` titles."""
-    targets = (profile.get("need") or {}).get("targets") or []
-    labels = []
-    for target in targets:
-        if isinstance(target, dict):
-            labels.append(item_label(ItemRef.model_validate({k: target.get(k) for k in ("id", "title", "raw")})))
-        elif isinstance(target, str):
-            labels.append(target)
+    targets = dialogue.profile.need.targets if dialogue.profile is not None else []
+    labels = [item_label(target) for target in targets]
     if not labels:
         extra = dialogue.metadata.get("ground_truth") or []
         labels = [str(x) for x in extra] if isinstance(extra, list) else [str(extra)]
     return [label for label in labels if label]
 
 
-def _preferences_text(profile: dict[str, Any]) -> str | None:
+def _preferences_text(prefs: Preferences) -> str | None:
     """The user's general preferences in words: the narrative, else likes/dislikes, else slot scores."""
-    prefs = profile.get("preferences") or {}
-    narrative = (prefs.get("narrative") or "").strip()
+    narrative = (prefs.narrative or "").strip()
     if narrative:
         return narrative
-    likes = list(prefs.get("likes") or [])
-    dislikes = list(prefs.get("dislikes") or [])
-    for slot, values in (prefs.get("slots") or {}).items():
-        for value, score in (values or {}).items():
+    likes = list(prefs.likes)
+    dislikes = list(prefs.dislikes)
+    for slot, values in prefs.slots.items():
+        for value, score in values.items():
             (likes if score > 0 else dislikes if score < 0 else []).append(f"{slot}: {value}")
     parts = []
     if likes:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl
+from usersimcrs.core.run_folder import Run
 from usersimcrs.judges.base import Judge, JudgeUsage, Judgment, PlannedCall, gather_all
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,8 +139,8 @@ def select(
 
 
 def read_dialogues(run_dir: Path) -> list[Dialogue]:
-    """The run's conversations (a torn last line from a crash is ignored)."""
-    return [Dialogue.model_validate(rec) for rec in iter_jsonl(run_dir / DIALOGUES)]
+    """The run's conversations with their profiles, read by the one run reader (a torn last line is ignored)."""
+    return Run(run_dir).dialogues
 
 
 def plan_run(judge: Judge, todo: list[tuple[Dialogue, dict[str, Judgment]]]) -> list[PlannedCall]:

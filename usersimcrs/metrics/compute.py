@@ -26,12 +26,7 @@ class MetricTables:
 
 def profile_user(dialogue: Dialogue) -> str:
     """The simulated user's ID (profile.user_id), which pairs conversations across CRSs."""
-    profile = dialogue.profile
-    if hasattr(profile, "user_id"):
-        return str(profile.user_id)
-    if isinstance(profile, dict) and profile.get("user_id") is not None:
-        return str(profile["user_id"])
-    return dialogue.user_id
+    return dialogue.profile.user_id if dialogue.profile is not None else dialogue.user_id
 
 
 def corpus_horizon(dialogues: Iterable[Dialogue], options: MetricOptions) -> int:

@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef
 from usersimcrs.core.items import normalize_title
 
 
-def _profile_dict(profile: Any) -> dict[str, Any]:
-    if profile is None:
-        return {}
-    if hasattr(profile, "model_dump"):
-        return profile.model_dump(mode="json")
-    return profile if isinstance(profile, dict) else {}
-
-
 def targets_of(dialogue: Dialogue) -> list[ItemRef]:
     """The target items Y(u) of the dialogue's user (profile.need.targets); empty when unknown."""
-    need = _profile_dict(dialogue.profile).get("need") or {}
-    out = []
-    for raw in need.get("targets") or []:
-        if isinstance(raw, ItemRef):
-            out.append(raw)
-        elif isinstance(raw, dict):
-            out.append(ItemRef.model_validate({k: raw.get(k) for k in ("id", "title", "score", "raw")}))
-    return out
+    return list(dialogue.profile.need.targets) if dialogue.profile is not None else []
 
 
 def _title_key(ref: ItemRef) -> str:

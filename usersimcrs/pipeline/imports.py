@@ -23,6 +23,7 @@ from usersimcrs.analysis.anchor_judgments import read_anchor_judgments
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.dialoguekit_io import ActCounts, read_dialoguekit_report
 from usersimcrs.core.jsonl import JsonlWriter
+from usersimcrs.core.run_folder import PROFILES, ProfileWriter
 from usersimcrs.errors import DataError, UserError
 
 IMPORT_REPORT = "import_report.json"
@@ -351,12 +352,13 @@ def _write_run(
     from usersimcrs.core.manifest import environment, write_manifest
 
     output.mkdir(parents=True, exist_ok=True)
-    stale = ("dialogues.jsonl", "judgments.jsonl", "metrics.csv", "metrics_summary.csv", "metrics_by_turn.csv", IMPORT_REPORT)
+    stale = ("dialogues.jsonl", PROFILES, "judgments.jsonl", "metrics.csv", "metrics_summary.csv", "metrics_by_turn.csv",
+             IMPORT_REPORT)
     for name in stale:
         (output / name).unlink(missing_ok=True)
-    with JsonlWriter(output / "dialogues.jsonl") as writer:
-        for dialogue in dialogues:
-            writer.write(dialogue)
+    with JsonlWriter(output / "dialogues.jsonl") as writer, ProfileWriter(output) as profiles:
+        for dialogue in dialogues:  # profiles carried by the file go to profiles.jsonl, as in a simulated run
+            writer.write(profiles.detach(dialogue))
     if judgments:
         with JsonlWriter(output / "judgments.jsonl") as writer:
             for record in judgments:
