@@ -22,6 +22,7 @@ from usersimcrs.cli import main
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
 from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.core.manifest import read_manifest
+from usersimcrs.core.profile import UserProfile
 from usersimcrs.errors import ConfigError
 from usersimcrs.judges.base import JudgeOptions
 from usersimcrs.judges.core12 import Core12Judge
@@ -37,8 +38,8 @@ from usersimcrs.testing.llm_server import LLMServer
 
 def conversation(cid: str, replies: list[str]) -> Dialogue:
     d = Dialogue(conversation_id=cid)
-    d.profile = {"user_id": "u", "need": {"targets": [{"title": "Heat (1995)"}]},
-                 "preferences": {"narrative": "Likes tense crime films."}}
+    d.profile = UserProfile.model_validate({"user_id": "u", "need": {"targets": [{"title": "Heat (1995)"}]},
+                                            "preferences": {"narrative": "Likes tense crime films."}})
     for i, text in enumerate(replies):
         d.add(Utterance(participant="USER", text=f"{cid} asks {i}"))
         d.add(Utterance(participant="AGENT", text=text, items=[ItemRef(title=f"Film {cid}-{i}")]))
