@@ -22,7 +22,8 @@ from urllib.parse import urlparse
 from benchmarks.scenarios import CONCURRENCY, LATENCY_S, timed_run
 from benchmarks.server import llm_server
 from benchmarks.setups import llm_user_config
-from usersimcrs.llm.base import LLMResult, Message, Usage
+from usersimcrs.core.usage import Usage
+from usersimcrs.llm.base import LLMResult, Message
 
 
 class IdlePool:

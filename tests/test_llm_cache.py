@@ -11,8 +11,9 @@ import textwrap
 
 import pytest
 
+from usersimcrs.core.usage import Usage
 from usersimcrs.errors import DataError
-from usersimcrs.llm.base import Message, Usage
+from usersimcrs.llm.base import Message
 from usersimcrs.llm.cache import CACHE_FILE, CachedReply, ResponseCache, cache_key, is_cacheable
 
 WRITER = textwrap.dedent(

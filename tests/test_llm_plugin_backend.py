@@ -14,7 +14,8 @@ from usersimcrs.llm import LLMConfig, LLMProvider, Message
 from usersimcrs.llm.backends import backend_names, llm_backends
 
 PLUGIN = '''
-from usersimcrs.llm.base import LLM, LLMResult, Usage
+from usersimcrs.core.usage import Usage
+from usersimcrs.llm.base import LLM, LLMResult
 
 
 class ShoutingBackend(LLM):

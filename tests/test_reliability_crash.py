@@ -110,7 +110,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from usersimcrs.llm.base import Usage
+    from usersimcrs.core.usage import Usage
     from usersimcrs.llm.cache import CachedReply, ResponseCache
     cache = ResponseCache(Path(sys.argv[1]))
     i = 0

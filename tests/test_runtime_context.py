@@ -61,13 +61,12 @@ async def _closes_in_reverse_order() -> None:
 
 
 def test_a_resumed_run_recomputes_prefix_reuse_instead_of_adding_ratios():
-    from usersimcrs.engine.runner import _sum_usage
-    from usersimcrs.llm.usage import with_prefix_reuse
+    from usersimcrs.core.usage import add_summaries
 
     first = {"calls": 4, "by_component": {"simulator": {"prompt_chars": 1000, "prefix_reused_chars": 700,
                                                         "prefix_reuse": 0.7}}}
     second = {"calls": 2, "by_component": {"simulator": {"prompt_chars": 500, "prefix_reused_chars": 400,
                                                          "prefix_reuse": 0.8}}}
-    summed = with_prefix_reuse(_sum_usage(first, second))
+    summed = add_summaries(first, second)
     assert summed["calls"] == 6
     assert summed["by_component"]["simulator"]["prefix_reuse"] == round(1100 / 1500, 4)

@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator, Iterable
 
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.usage import add_summaries
 from usersimcrs.errors import UserError
 
 CHUNKS_PER_CPU = 4
@@ -121,8 +122,6 @@ async def iter_conversations_ray(
     usage: dict[str, Any] | None = None,
 ) -> AsyncIterator[Dialogue]:
     """Run `indices` as Ray tasks and yield each Dialogue; task LLM usage is summed into `usage`."""
-    from usersimcrs.engine.runner import _sum_usage
-
     indices = list(indices)
     if not indices:
         return
@@ -139,7 +138,7 @@ async def iter_conversations_ray(
         for next_done in asyncio.as_completed(list(futures)):
             result = await _chunk_result(ray, next_done)
             if usage is not None:
-                merged = _sum_usage(usage, result.usage)
+                merged = add_summaries(usage, result.usage)
                 usage.clear()
                 usage.update(merged)
             for record in result.dialogues:

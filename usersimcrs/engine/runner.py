@@ -27,12 +27,12 @@ from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl
 from usersimcrs.core.manifest import environment, read_manifest, write_manifest
 from usersimcrs.core.profile import Ratings
 from usersimcrs.core.run_folder import PROFILES, ProfileWriter
+from usersimcrs.core.usage import add_summaries
 from usersimcrs.engine.conversation import ConversationRunner, plan
 from usersimcrs.engine.loop import current_loop_kind, frozen_heap, run_coroutine
 from usersimcrs.engine.plugins import RunPlugins
 from usersimcrs.engine.progress import RunProgress
 from usersimcrs.errors import ConfigError, DataError, UserError
-from usersimcrs.llm.usage import with_prefix_reuse
 from usersimcrs.runtime.context import RunContext
 
 DIALOGUES = "dialogues.jsonl"
@@ -267,8 +267,8 @@ async def run_async(
                 progress.advance(failed=dialogue.status != "ok")
     finally:
         summary.wall_s = time.perf_counter() - started
-        usage = _sum_usage(_usage(context), remote_usage)
-        summary.llm = with_prefix_reuse(_sum_usage(previous.get("llm", {}), usage))  # ratios recomputed, not summed
+        usage = add_summaries(_usage(context), remote_usage)
+        summary.llm = add_summaries(previous.get("llm"), usage)  # ratios recomputed, not summed
         counts = _count(output_dir / DIALOGUES)
         summary.ambiguous_items = counts["ambiguous_items"]
         complete = counts["completed"] + counts["failed"] >= config.conversations
@@ -297,20 +297,6 @@ def _usage(context: RunContext) -> dict[str, Any]:
     if llms is not None and hasattr(llms, "usage_summary"):
         return llms.usage_summary()
     return {}
-
-
-def _sum_usage(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Add two usage summaries (a resumed run adds the new session's usage to the old)."""
-    out: dict[str, Any] = {}
-    for key in set(a) | set(b):
-        va, vb = a.get(key), b.get(key)
-        if isinstance(va, dict) or isinstance(vb, dict):
-            out[key] = _sum_usage(va or {}, vb or {})
-        elif isinstance(va, (int, float)) or isinstance(vb, (int, float)):
-            out[key] = (va or 0) + (vb or 0)
-        else:
-            out[key] = vb if vb is not None else va
-    return out
 
 
 def _count(path: Path) -> dict[str, int]:

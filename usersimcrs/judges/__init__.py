@@ -5,6 +5,6 @@ Judges share one prompt builder (`prompt_builder`), one output parser with bound
 status, never 0. Rubrics are YAML data in the top-level `rubrics` package.
 """
 
-from usersimcrs.judges.base import Judge, JudgeOptions, JudgeUsage, Judgment, PlannedCall, judges
+from usersimcrs.judges.base import Judge, JudgeOptions, Judgment, PlannedCall, judges
 
-__all__ = ["Judge", "JudgeOptions", "JudgeUsage", "Judgment", "PlannedCall", "judges"]
+__all__ = ["Judge", "JudgeOptions", "Judgment", "PlannedCall", "judges"]

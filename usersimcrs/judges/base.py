@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal, M
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.usage import Usage, upgrade_legacy_usage
 from usersimcrs.llm.base import Message
 from usersimcrs.registry import Registry
 
@@ -21,30 +22,6 @@ Status = Literal["ok", "parse_error", "out_of_range", "llm_error", "missing_inpu
 FAILED_STATUSES = ("parse_error", "out_of_range", "llm_error", "missing_input")
 
 T = TypeVar("T")
-
-
-class JudgeUsage(BaseModel):
-    """Tokens and calls spent on one judgment (all attempts, retries included)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    calls: int = 0
-    cached_calls: int = 0
-
-    def add(self, other: "JudgeUsage") -> "JudgeUsage":
-        """The sum of this and `other` (a new object)."""
-        return JudgeUsage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            calls=self.calls + other.calls,
-            cached_calls=self.cached_calls + other.cached_calls,
-        )
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
 
 
 class Judgment(BaseModel):
@@ -67,7 +44,7 @@ class Judgment(BaseModel):
     status: Status = "ok"
     error: str | None = None
     model: str = ""
-    usage: JudgeUsage = Field(default_factory=JudgeUsage)
+    usage: Usage = Field(default_factory=Usage)
     attempts: int = 0
     mode: Literal["per_criterion", "batched"] | None = Field(
         default=None, description="how a rubric judge asked: one call per criterion or all criteria in one call"
@@ -81,10 +58,13 @@ class Judgment(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _tolerate_foreign_fields(cls, data: Any) -> Any:
-        """None for text fields becomes ""; unknown keys move into `provenance` (nothing is dropped)."""
+        """None for text fields becomes ""; unknown keys move into `provenance` (nothing is dropped);
+        a usage written before the single `Usage` (with `cached_calls`) is read in today's terms."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
+        if isinstance(data.get("usage"), dict):
+            data["usage"] = upgrade_legacy_usage(data["usage"])
         for key in ("model", "rationale"):
             if key in data and data[key] is None:
                 data[key] = ""

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.usage import Usage
 from usersimcrs.errors import UserError
-from usersimcrs.judges.base import Judge, JudgeOptions, JudgeUsage, Judgment, PlannedCall, Status, gather_all
+from usersimcrs.judges.base import Judge, JudgeOptions, Judgment, PlannedCall, Status, gather_all
 from usersimcrs.judges.components import role_chain
 from usersimcrs.judges.core12 import Core12Judge
 from usersimcrs.judges.estimate import COMPLETION_FILL, expected_completion_tokens
@@ -154,7 +155,7 @@ class DebateJudge(Judge):
     async def _role_turn(
         self, role: DebateRole, view: ConversationView, factors: Mapping[str, Judgment],
         buffer: list[DebateEntry], round_no: int, context: "RunContext",
-    ) -> tuple[DebateEntry, JudgeUsage]:
+    ) -> tuple[DebateEntry, Usage]:
         component = self.component(role)
         try:
             llm = context.llm(component)
@@ -162,7 +163,7 @@ class DebateJudge(Judge):
             raise
         except Exception as exc:  # noqa: BLE001
             return DebateEntry(round=round_no, evaluator=role.name, score=None, statement="", status="llm_error",
-                               error=str(exc)[:500]), JudgeUsage()
+                               error=str(exc)[:500]), Usage()
         outcome: ScoreOutcome = await ask_score(
             llm,
             self.role_messages(role, view, factors, buffer, round_no),
@@ -187,7 +188,7 @@ class DebateJudge(Judge):
         buffer: list[DebateEntry] = []
         rounds: list[dict[str, float | None]] = []
         latest: dict[str, DebateEntry] = {}
-        usage = JudgeUsage()
+        usage = Usage()
         stop_reason = "round_limit"
         for round_no in range(1, self.max_rounds + 1):
             snapshot = list(buffer)
@@ -196,7 +197,7 @@ class DebateJudge(Judge):
             )
             scores: dict[str, float | None] = {}
             for entry, spent in results:
-                usage = usage.add(spent)
+                usage = usage + spent
                 buffer.append(entry)
                 scores[entry.evaluator] = entry.score
                 previous = latest.get(entry.evaluator)

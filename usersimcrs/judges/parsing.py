@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from usersimcrs.core.usage import Usage
 from usersimcrs.errors import UserError
-from usersimcrs.judges.base import JudgeUsage, Status
+from usersimcrs.judges.base import Status
 from usersimcrs.judges.prompt_text import JudgePrompts, builtin_prompts
 from usersimcrs.llm.base import LLM, LLMResult, Message
 from usersimcrs.llm.failures import PermanentLLMError
@@ -188,18 +189,19 @@ class ScoreOutcome:
     rationale: str
     status: Status
     error: str | None
-    usage: JudgeUsage
+    usage: Usage
     attempts: int
     model: str
     replies: list[str] = field(default_factory=list)
 
 
-def _usage_of(result: LLMResult) -> JudgeUsage:
-    return JudgeUsage(
+def _usage_of(result: LLMResult) -> Usage:
+    """One answered request: a backend call, or a cache hit (whose tokens are those first spent on it)."""
+    return Usage(
+        calls=0 if result.cached else 1,
+        cache_hits=1 if result.cached else 0,
         prompt_tokens=result.usage.prompt_tokens,
         completion_tokens=result.usage.completion_tokens,
-        calls=1,
-        cached_calls=1 if result.cached else 0,
     )
 
 
@@ -244,7 +246,7 @@ async def ask_score(
     ``llm_error``; a permanent one (refused key, unknown model, wrong URL) or a configuration error
     is raised, since every other call would fail the same way.
     """
-    usage = JudgeUsage()
+    usage = Usage()
     replies: list[str] = []
     conversation = list(messages)
     model = model_key(llm)
@@ -266,7 +268,7 @@ async def ask_score(
         except Exception as exc:  # noqa: BLE001 - a transient backend failure is recorded, not raised
             error = f"{type(exc).__name__}: {exc}"[:500]
             return ScoreOutcome(None, "", "llm_error", error, usage, attempt, model, replies)
-        usage = usage.add(_usage_of(result))
+        usage = usage + _usage_of(result)
         model = model_key(result) or model
         replies.append(result.text)
         last = read_score(result.text, result.parsed, spec)
@@ -285,7 +287,7 @@ class BatchOutcome:
     """The criteria of one batched request after up to `max_attempts` calls."""
 
     results: dict[str, ParsedScore]
-    usage: JudgeUsage
+    usage: Usage
     attempts: int
     model: str
     replies: list[str] = field(default_factory=list)
@@ -311,7 +313,7 @@ async def ask_batch(
     permanent or configuration errors are raised.
     """
     p = prompts or builtin_prompts()
-    usage = JudgeUsage()
+    usage = Usage()
     replies: list[str] = []
     conversation = list(messages)
     model = model_key(llm)
@@ -334,7 +336,7 @@ async def ask_batch(
                 if results[name].status != "ok":
                     results[name] = ParsedScore(None, "", "llm_error", error)
             return BatchOutcome(results, usage, attempt, model, replies, llm_error=error)
-        usage = usage.add(_usage_of(result))
+        usage = usage + _usage_of(result)
         model = model_key(result) or model
         replies.append(result.text)
         for name, parsed in read_batch(result.text, result.parsed, batch).items():

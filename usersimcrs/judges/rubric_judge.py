@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.usage import Usage
 from usersimcrs.errors import UserError
-from usersimcrs.judges.base import Judge, JudgeOptions, JudgeUsage, Judgment, PlannedCall, gather_all
+from usersimcrs.judges.base import Judge, JudgeOptions, Judgment, PlannedCall, gather_all
 from usersimcrs.judges.components import criterion_chain
 from usersimcrs.judges.estimate import expected_completion_tokens, prompt_tokens
 from usersimcrs.judges.parsing import BatchSpec, ScoreSpec, ask_batch, ask_score, model_key
@@ -246,17 +247,19 @@ def context_window(llm: Any) -> int | None:
     return getattr(getattr(llm, "config", None), "n_ctx", None)
 
 
-def split_usage(usage: JudgeUsage, parts: int) -> list[JudgeUsage]:
+def split_usage(usage: Usage, parts: int) -> list[Usage]:
     """`usage` of one batched request spread over its `parts` judgments so that the sums stay exact:
     tokens evenly (the remainder on the first), the calls on the first judgment."""
     parts = max(1, parts)
     out = []
     for i in range(parts):
         first = i == 0
-        out.append(JudgeUsage(
+        out.append(Usage(
             prompt_tokens=usage.prompt_tokens // parts + (usage.prompt_tokens % parts if first else 0),
             completion_tokens=usage.completion_tokens // parts + (usage.completion_tokens % parts if first else 0),
             calls=usage.calls if first else 0,
-            cached_calls=usage.cached_calls if first else 0,
+            cache_hits=usage.cache_hits if first else 0,
+            retries=usage.retries if first else 0,
+            errors=usage.errors if first else 0,
         ))
     return out

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl
 from usersimcrs.core.run_folder import Run
-from usersimcrs.judges.base import Judge, JudgeUsage, Judgment, PlannedCall, gather_all
+from usersimcrs.core.usage import Usage, add_summaries, upgrade_legacy_usage
+from usersimcrs.judges.base import Judge, Judgment, PlannedCall, gather_all
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.runtime.context import RunContext
@@ -71,7 +72,7 @@ class ModelTally:
 
     judgments: int = 0
     statuses: Counter = field(default_factory=Counter)
-    usage: JudgeUsage = field(default_factory=JudgeUsage)
+    usage: Usage = field(default_factory=Usage)
 
 
 @dataclass
@@ -84,18 +85,18 @@ class JudgeRunSummary:
     skipped_invalid: Counter = field(default_factory=Counter)
     written: int = 0
     statuses: Counter = field(default_factory=Counter)
-    usage: JudgeUsage = field(default_factory=JudgeUsage)
+    usage: Usage = field(default_factory=Usage)
     by_model: dict[str, ModelTally] = field(default_factory=dict)
 
     def add(self, judgment: Judgment) -> None:
         """Count one written judgment, overall and for its model."""
         self.written += 1
         self.statuses[judgment.status] += 1
-        self.usage = self.usage.add(judgment.usage)
+        self.usage += judgment.usage
         tally = self.by_model.setdefault(judgment.model, ModelTally())
         tally.judgments += 1
         tally.statuses[judgment.status] += 1
-        tally.usage = tally.usage.add(judgment.usage)
+        tally.usage += judgment.usage
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -186,16 +187,6 @@ async def judge_run(
     return summary
 
 
-def _add_counts(base: Any, extra: Any) -> Any:
-    """Add numbers leaf by leaf (nested dicts), keeping other values from `extra`."""
-    if isinstance(base, dict) or isinstance(extra, dict):
-        base, extra = base or {}, extra or {}
-        return {key: _add_counts(base.get(key), extra.get(key)) for key in set(base) | set(extra)}
-    if isinstance(base, (int, float)) and isinstance(extra, (int, float)):
-        return base + extra
-    return extra if extra is not None else base
-
-
 def prefix_chars(llm_usage: Mapping[str, Any], components: Iterable[str]) -> dict[str, int]:
     """Prompt characters and prefix-reused characters of `components`, summed from an LLM usage summary."""
     wanted = set(components)
@@ -215,22 +206,20 @@ def record_usage(
     overall, per judge and per judge model (``by_model[backend:model][judge]``), and the prompt-prefix
     reuse of the judge's LLM `components` (``prefix_reuse[judge]``, recomputed from the summed characters)."""
     from usersimcrs.core.manifest import read_manifest, update_manifest
-    from usersimcrs.llm.usage import with_prefix_reuse
 
-    current = read_manifest(run_dir).get("judges", {})
+    current = upgrade_legacy_usage(read_manifest(run_dir).get("judges", {}))  # older runs: `cached_calls`
     usage = summary.usage.model_dump()
     by_model = {
         model: {judge_name: {**tally.usage.model_dump(), "judgments": tally.judgments}}
         for model, tally in summary.by_model.items()
     }
-    prefix = _add_counts(current.get("prefix_reuse", {}), {judge_name: prefix_chars(llm_usage, components)})
     patch = {
-        "usage": _add_counts(current.get("usage", {}), usage),
-        "by_judge": _add_counts(current.get("by_judge", {}), {judge_name: usage}),
-        "by_model": _add_counts(current.get("by_model", {}), by_model),
-        "llm": with_prefix_reuse(_add_counts(current.get("llm", {}), dict(llm_usage))),
-        "prefix_reuse": with_prefix_reuse(prefix),
-        "statuses": _add_counts(current.get("statuses", {}), {judge_name: dict(summary.statuses)}),
+        "usage": add_summaries(current.get("usage"), usage),
+        "by_judge": add_summaries(current.get("by_judge"), {judge_name: usage}),
+        "by_model": add_summaries(current.get("by_model"), by_model),
+        "llm": add_summaries(current.get("llm"), llm_usage),
+        "prefix_reuse": add_summaries(current.get("prefix_reuse"), {judge_name: prefix_chars(llm_usage, components)}),
+        "statuses": add_summaries(current.get("statuses"), {judge_name: dict(summary.statuses)}),
         "skipped_invalid": dict(summary.skipped_invalid),
     }
     return update_manifest(run_dir, {"judges": patch})

@@ -4,7 +4,8 @@
 the response cache, retries, concurrency cap, timeout and usage accounting (see docs/llm.md).
 """
 
-from usersimcrs.llm.base import LLM, LLMResult, Message, Usage
+from usersimcrs.core.usage import Usage
+from usersimcrs.llm.base import LLM, LLMResult, Message
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.provider import LLMProvider
 

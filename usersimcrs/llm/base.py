@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from usersimcrs.core.usage import Usage
+
 
 class Message(BaseModel):
     """A chat message."""
@@ -15,19 +17,6 @@ class Message(BaseModel):
 
     role: Literal["system", "user", "assistant"]
     content: str
-
-
-class Usage(BaseModel):
-    """Token counts of one call (or a sum of calls)."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-        )
 
 
 class LLMResult(BaseModel):

@@ -19,8 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from usersimcrs.core.usage import Usage
 from usersimcrs.errors import DataError
-from usersimcrs.llm.base import Message, Usage
+from usersimcrs.llm.base import Message
 
 CACHE_FILE = "llm-cache.sqlite3"
 log = logging.getLogger("usersimcrs.llm")

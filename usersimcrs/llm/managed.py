@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy
+from usersimcrs.core.usage import Usage
 from usersimcrs.errors import LLMError, UserError
-from usersimcrs.llm.base import LLM, LLMResult, Message, Usage
+from usersimcrs.llm.base import LLM, LLMResult, Message
 from usersimcrs.llm.cache import CachedReply, ResponseCache, cache_key, is_cacheable
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, shorten
 from usersimcrs.llm.loops import PerLoop
 from usersimcrs.llm.structured import StructuredOutputError, parse_structured
-from usersimcrs.llm.usage import UsageCounts, UsageTracker
+from usersimcrs.llm.usage import UsageTracker
 
 log = logging.getLogger("usersimcrs.llm")
 
@@ -77,7 +78,7 @@ class _LazyKey:
 class _Attempts:
     """What the retry loop learned: the last failure, the last text that would not parse, counts."""
 
-    counts: UsageCounts
+    counts: Usage
     failure: str | None = None
     unparsed_text: str | None = None
     parse_error: str | None = None
@@ -128,12 +129,12 @@ class ManagedLLM(LLM):
         if cache is not None:
             hit = cache.get(key.value)
             if hit is not None:
-                self.tracker.record(who, self.slot.model_key, UsageCounts(cache_hits=1))
+                self.tracker.record(who, self.slot.model_key, Usage(cache_hits=1))
                 return LLMResult(
                     text=hit.text, parsed=hit.parsed, usage=hit.usage, cached=True, model=self.model, backend=self.backend
                 )
         self.tracker.record_prompt(who, self.slot.model_key, messages)  # prefix-reuse figure (hashes only)
-        state = _Attempts(counts=UsageCounts(calls=1))
+        state = _Attempts(counts=Usage(calls=1))
         started = time.perf_counter()
         try:
             result = await self._attempt_loop(key, messages, temperature, max_tokens, seed, schema, state)

@@ -7,11 +7,9 @@ import hashlib
 import threading
 from typing import Any, Iterable
 
-from pydantic import BaseModel
-
+from usersimcrs.core.usage import Usage, prefix_share
 from usersimcrs.llm.base import Message
 
-COUNTERS = ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "retries", "errors")
 PREFIX_COUNTERS = ("prompt_chars", "prefix_reused_chars")
 PREFIX_BLOCK_CHARS = 128
 """Granularity of the prefix counter: prompts are compared in blocks of this many characters (as
@@ -19,23 +17,6 @@ serving stacks cache key-value blocks of a fixed number of tokens), so a shared 
 up to its last whole block."""
 MAX_PREFIX_BLOCKS = 200_000
 """Block hashes kept per model before the set starts over (bounds memory on very long runs)."""
-
-
-class UsageCounts(BaseModel):
-    """Counters of one slice: backend calls (cache hits excluded), hits, tokens, retries, errors."""
-
-    calls: int = 0
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    retries: int = 0
-    errors: int = 0
-
-    def add(self, other: UsageCounts) -> None:
-        """Add `other`'s counts into this one (plain int fields, so the field dict is updated directly)."""
-        mine, theirs = self.__dict__, other.__dict__
-        for name in COUNTERS:
-            mine[name] += theirs[name]
 
 
 def prompt_text(messages: Iterable[Message]) -> str:
@@ -81,39 +62,34 @@ class PrefixCounter:
         return len(text), min(len(text), reused * self.block)
 
 
-def prefix_share(counts: dict[str, Any]) -> float | None:
-    """Reused prompt characters / prompt characters of a summary slice (None when nothing was sent)."""
-    total = counts.get("prompt_chars") or 0
-    return round((counts.get("prefix_reused_chars") or 0) / total, 4) if total else None
-
-
-def with_prefix_reuse(summary: dict[str, Any]) -> dict[str, Any]:
-    """`summary` (or any slice of it) with `prefix_reuse` recomputed from its character counts,
-    recursively; call it again after adding summaries (a ratio does not add up)."""
-    out = {k: with_prefix_reuse(v) if isinstance(v, dict) else v for k, v in summary.items()}
-    if "prompt_chars" in out:
-        out["prefix_reuse"] = prefix_share(out)
-    return out
+def _slice_of(slices: dict[str, Usage], key: str) -> Usage:
+    """The running `Usage` of `key` in `slices`, made on first use (no throwaway object per call)."""
+    found = slices.get(key)
+    if found is None:
+        found = slices[key] = Usage()
+    return found
 
 
 class UsageTracker:
-    """Sums UsageCounts overall, by component and by model (`backend:model`), and the prompt-prefix
+    """Sums Usage overall, by component and by model (`backend:model`), and the prompt-prefix
     reuse per component (prefixes are shared across components of the same model, as in a server's cache)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._total = UsageCounts()
-        self._by_component: dict[str, UsageCounts] = {}
-        self._by_model: dict[str, UsageCounts] = {}
+        self._total = Usage()
+        self._by_component: dict[str, Usage] = {}
+        self._by_model: dict[str, Usage] = {}
         self._prefix = PrefixCounter()
         self._chars: dict[str, list[int]] = {}  # component -> [prompt_chars, prefix_reused_chars]
 
-    def record(self, component: str, model_key: str, counts: UsageCounts) -> None:
+    def record(self, component: str, model_key: str, counts: Usage) -> None:
         """Add the counts of one request to the three slices."""
         with self._lock:
-            self._total.add(counts)
-            self._by_component.setdefault(component, UsageCounts()).add(counts)
-            self._by_model.setdefault(model_key, UsageCounts()).add(counts)
+            self._total += counts
+            by_component = _slice_of(self._by_component, component)
+            by_component += counts
+            by_model = _slice_of(self._by_model, model_key)
+            by_model += counts
 
     def record_prompt(self, component: str, model_key: str, messages: list[Message]) -> None:
         """Count one prompt sent to the backend (not a response-cache hit) for the prefix-reuse figure."""
@@ -124,7 +100,7 @@ class UsageTracker:
             chars[0] += total
             chars[1] += reused
 
-    def _slice(self, component: str, counts: UsageCounts) -> dict[str, Any]:
+    def _slice(self, component: str, counts: Usage) -> dict[str, Any]:
         total, reused = self._chars.get(component, (0, 0))
         out = {**counts.model_dump(), "prompt_chars": total, "prefix_reused_chars": reused}
         out["prefix_reuse"] = prefix_share(out)

@@ -19,9 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from usersimcrs.core.usage import Usage
 from usersimcrs.core.validation import validate
 from usersimcrs.errors import UserError
-from usersimcrs.judges.base import Judge, JudgeUsage, judges
+from usersimcrs.judges.base import Judge, judges
 from usersimcrs.llm.config import LLMConfig
 
 
@@ -71,7 +72,7 @@ class ModelTotals(BaseModel):
 
     judgments: int
     statuses: dict[str, int]
-    usage: JudgeUsage
+    usage: Usage
 
 
 class JudgeResult(BaseModel):
@@ -87,7 +88,7 @@ class JudgeResult(BaseModel):
     skipped_invalid: dict[str, int] = Field(default_factory=dict)
     judgments_written: int = 0
     statuses: dict[str, int] = Field(default_factory=dict)
-    usage: JudgeUsage = Field(default_factory=JudgeUsage)
+    usage: Usage = Field(default_factory=Usage)
     by_model: dict[str, ModelTotals] = Field(default_factory=dict)
     dry_run: DryRunEstimate | None = None
 

@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from usersimcrs.core.usage import Usage
 from usersimcrs.errors import ConfigError
-from usersimcrs.llm.base import LLM, LLMResult, Message, Usage
+from usersimcrs.llm.base import LLM, LLMResult, Message
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, shorten
 

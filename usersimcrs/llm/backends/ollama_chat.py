@@ -15,9 +15,10 @@ import ollama
 
 from usersimcrs.core.env_headers import headers_from_env
 from usersimcrs.core.retry import parse_retry_after
+from usersimcrs.core.usage import Usage
 from usersimcrs.llm.backends.common import close_transports, message_dicts, ollama_host
 from usersimcrs.llm.backends.lean_http import LeanHTTP
-from usersimcrs.llm.base import LLM, LLMResult, Message, Usage
+from usersimcrs.llm.base import LLM, LLMResult, Message
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.failures import TransientLLMError, status_error
 from usersimcrs.llm.loops import PerLoop

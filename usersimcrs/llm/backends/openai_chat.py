@@ -14,10 +14,11 @@ import openai
 
 from usersimcrs.core.env_headers import headers_from_env
 from usersimcrs.core.retry import parse_retry_after
+from usersimcrs.core.usage import Usage
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.backends.common import close_transports, is_local_url, message_dicts
 from usersimcrs.llm.backends.lean_http import LeanHTTP
-from usersimcrs.llm.base import LLM, LLMResult, Message, Usage
+from usersimcrs.llm.base import LLM, LLMResult, Message
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, status_error
 from usersimcrs.llm.loops import PerLoop
