@@ -508,6 +508,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # socketserver's default listen backlog is 5: at C >= 32 connects overflow it and wait out 1 s
+    # SYN retries, so a concurrency test would measure the listen queue (the LLM test server uses 512 too)
+    request_queue_size = 512
     owner: "LocalCRSServer"
 
     def handle_error(self, request: Any, client_address: Any) -> None:
