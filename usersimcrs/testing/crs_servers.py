@@ -484,7 +484,9 @@ APPS: dict[str, Callable[..., ProtocolApp]] = {
 
 class _Handler(BaseHTTPRequestHandler):
     server: "_HTTPServer"
-    protocol_version = "HTTP/1.0"
+    # keep-alive like the real servers (Flask's threaded dev server, which iEvaLM runs, speaks HTTP/1.1);
+    # every answer carries a Content-Length, and the oversize and reset faults close the connection
+    protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence access logs
         pass
