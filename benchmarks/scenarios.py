@@ -45,7 +45,10 @@ QUICK = Sizes(
     repeats=1, agenda_conversations=300, memory_sizes=(500, 5_000), judged_conversations=3, retrieval_c1_conversations=40,
     per_slot=8, high_per_slot=4,
 )
-FULL = Sizes(repeats=3, agenda_conversations=1_000, memory_sizes=(1_000, 10_000), judged_conversations=10, retrieval_c1_conversations=100)
+FULL = Sizes(
+    repeats=3, agenda_conversations=1_000, memory_sizes=(1_000, 10_000), judged_conversations=10, retrieval_c1_conversations=100,
+    high_conversations=2_048,  # 16 per slot at C = 128: the ramp-down at the end weighs half as much as in --quick
+)
 
 
 @dataclass
