@@ -1,4 +1,4 @@
-"""Runs B1-B6, prints one table and writes `benchmarks/results.json` (machine description included)."""
+"""Runs B1-B7, prints one table and writes `benchmarks/results.json` (machine description included)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks import scenarios as sc
+from benchmarks.high_concurrency import crs_server
 from benchmarks.server import llm_server
 from usersimcrs.engine.loop import resolve_loop
 
@@ -50,16 +51,23 @@ def table(rows: list[sc.Scenario]) -> str:
 
 
 def client_table(rows: list[sc.Scenario]) -> str:
-    """B1 and B2 for each HTTP client (the main table shows the better one)."""
+    """B1 and B2 for each HTTP client (the main table shows the default one)."""
     by_key = {r.key: r.figures for r in rows}
-    b1, b2 = by_key.get("B1", {}), by_key.get("B2", {})
-    lines = [("client", "B1 eff. C=1", "C=8", "C=32", "C=64", "CPU ms/call C=32", "B2 speedup")]
+    b1, b2, high = by_key.get("B1", {}), by_key.get("B2", {}), by_key.get("B1-128", {})
+    high_cs = [f"C={c}" for c in sc.HIGH_CONCURRENCY]
+    lines = [(
+        "client", "B1 eff. C=1", "C=8", "C=32", "C=64", *(f"{c} (200 ms)" for c in high_cs),
+        "CPU ms/call C=32", "C=128", "CPU ms/conv C=128", "conv/s C=128", "B2 speedup",
+    )]
     for client in sc.CLIENTS:
-        per_c = b1.get(client, {})
+        per_c, per_high = b1.get(client, {}), high.get(client, {})
         eff = [f"{per_c[f'C={c}']['efficiency']:g}" if f"C={c}" in per_c else "-" for c in sc.CONCURRENCY]
+        eff_high = [f"{per_high[c]['efficiency']:g}" if c in per_high else "-" for c in high_cs]
         cpu = f"{per_c['C=32']['cpu_ms_per_call']:g}" if "C=32" in per_c else "-"
+        at = per_high.get("C=128", {})
+        cpu_high = [f"{at[k]:g}" if k in at else "-" for k in ("cpu_ms_per_llm_call", "cpu_ms_per_conversation", "conversations_per_s")]
         speedup = f"{b2[client]['speedup']:g}" if client in b2 else "-"
-        lines.append((client, *eff, cpu, speedup))
+        lines.append((client, *eff, *eff_high, cpu, *cpu_high, speedup))
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     out = ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
@@ -78,10 +86,25 @@ def _guarded(key: str, title: str, fn: Callable[[], sc.Scenario]) -> sc.Scenario
     return result
 
 
+def _high_concurrency(sizes: sc.Sizes, work: Path, jitter_ms: float, crs_url: str) -> list[sc.Scenario]:
+    """B1 at C = 128 and 256 against a second LLM server (200 ms) and the iEvaLM CRS server."""
+    title = "B1 at C=128/256"
+    started = time.perf_counter()
+    try:
+        with llm_server(sc.HIGH_LATENCY_S * 1000, jitter_ms=jitter_ms) as slow_url:
+            rows = sc.b1_high_rows(sc.high_concurrency_figures(slow_url, crs_url, sizes, work))
+    except Exception as exc:  # noqa: BLE001 - one broken scenario must not hide the others
+        rows = [sc.Scenario("B1-128", title, "error", None, "-", False, {"error": f"{type(exc).__name__}: {exc}"[:500]})]
+    rows[0].figures["scenario_wall_s"] = round(time.perf_counter() - started, 1)
+    print(f"  B1-128 done in {rows[0].figures['scenario_wall_s']}s", flush=True)
+    return rows
+
+
 def run_all(sizes: sc.Sizes, work: Path, jitter_ms: float) -> list[sc.Scenario]:
-    """B1-B6 in one go, sharing one LLM server (50 ms) and the same conversations."""
+    """B1-B7 in one go, sharing one LLM server (50 ms) and the same conversations; B1 at C >= 128 and B7
+    add a 200 ms LLM server and the iEvaLM test CRS server, each in its own process."""
     rows: list[sc.Scenario] = []
-    with llm_server(sc.LATENCY_S * 1000, jitter_ms=jitter_ms) as url:
+    with llm_server(sc.LATENCY_S * 1000, jitter_ms=jitter_ms) as url, crs_server() as crs_url:
         runs: dict[str, dict[Any, sc.RunFigures]] = {}
         retrieval: dict[str, dict[str, sc.RunFigures]] = {}
 
@@ -92,17 +115,19 @@ def run_all(sizes: sc.Sizes, work: Path, jitter_ms: float) -> list[sc.Scenario]:
             return sc.b1_efficiency(runs, retrieval)
 
         rows.append(_guarded("B1", "concurrency efficiency", concurrency))
+        rows.extend(_high_concurrency(sizes, work, jitter_ms, crs_url))
         rows.append(_guarded("B2", "speedup", lambda: sc.b2_speedup(runs)))
         rows.append(_guarded("B3", "cached rerun", lambda: sc.b3_cached_rerun(url, sizes, work)))
         rows.append(_guarded("B4", "engine overhead", lambda: sc.b4_overhead(runs, retrieval, sizes, work)))
         rows.append(_guarded("B5", "memory", lambda: sc.b5_memory(sizes, work)))
         rows.append(_guarded("B6", "judge cost", lambda: sc.b6_judge_cost(url, sizes, work)))
+        rows.append(_guarded("B7", "time to first conversation", lambda: sc.b7_first_conversation(url, crs_url, work)))
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m benchmarks` and `usersimcrs bench`."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description="toolkit performance benchmarks (B1-B6)")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description="toolkit performance benchmarks (B1-B7)")
     add_arguments(parser)
     return run_from_args(parser.parse_args(argv))
 
@@ -139,6 +164,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         "load_average_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "event_loop": resolve_loop("auto"),  # the runs use the default `event_loop: auto`
         "llm_server": {"latency_ms": sc.LATENCY_S * 1000, "jitter_ms": args.jitter_ms, "protocol": "openai", "process": "separate", "clients": list(sc.CLIENTS)},
+        "high_concurrency": {"llm_latency_ms": sc.HIGH_LATENCY_S * 1000, "crs": "iEvaLM test server, separate process", "default_client": sc.DEFAULT_CLIENT},
         "sizes": asdict(sizes),
         "wall_s": round(time.perf_counter() - started, 1),
         "scenarios": {r.key: asdict(r) for r in rows},

@@ -39,14 +39,16 @@ def llm_user_config(
     seed: int = 1,
     name: str = "bench-llm",
     crs: str = "echo",
-    client: str = "official",
+    client: str | None = None,
+    crs_url: str | None = None,
 ) -> RunConfig:
-    """The single-prompt LLM user (one LLM call per user turn) against an in-process CRS (echo or BM25).
+    """The single-prompt LLM user (one LLM call per user turn) against an in-process CRS (echo or BM25),
+    or, with `crs_url`, the iEvaLM-protocol test CRS server at that URL (its own process).
 
-    `client` is the HTTP client of the openai backend: the official library or the lean aiohttp one.
+    `client` is the HTTP client of the openai backend (`aiohttp` or `official`; None: the config default).
     """
     data = _base(name, conversations, concurrency, seed)
-    data["crs"] = dict(CRSS[crs])
+    data["crs"] = {"type": "crs_arena", "url": crs_url} if crs_url else dict(CRSS[crs])
     data["llm"] = {
         "backend": "openai",
         "model": "test-model",
@@ -55,8 +57,9 @@ def llm_user_config(
         "cache": cache_dir is not None,
         "cache_dir": cache_dir,
         "retries": 0,
-        "client": client,
     }
+    if client is not None:
+        data["llm"]["client"] = client
     data["simulator"] = {"type": "llm_single", "max_tokens": 48}
     return RunConfig.model_validate(data)
 

@@ -1,9 +1,12 @@
 """HTTP plumbing shared by the HTTP connectors: retries with seeded backoff, timeouts, a size limit,
 per-conversation cookies, secret headers from the environment, and short failure reasons.
 
-Requests go through the run's shared ``httpx.AsyncClient`` (one connection pool) when the context
-has one. Requests are built by hand and cookies are kept in a jar owned by one conversation, so
-a session cookie set for one conversation is never sent in another.
+Requests go through a lean aiohttp pool (`CRSPool`): the run's shared one when the engine put one in
+the context (one keep-alive pool per run), else the transport's own. httpx cost about 1 ms of CPU per
+request at C = 128 (pool bookkeeping, request models, cookie adapters), which made the CRS turn half
+of the engine's CPU. A context that hands an ``httpx.AsyncClient`` as ``http`` (tests, embedding code
+with a custom transport) gets its requests sent through that client instead. Either way cookies live
+in a jar owned by one conversation, so a session cookie set for one conversation is never sent in another.
 """
 
 from __future__ import annotations
@@ -16,9 +19,8 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
 from pydantic import Field
 
 from crs_connectors.base import ConnectorConfig
@@ -26,9 +28,15 @@ from usersimcrs.core.env_headers import headers_from_env
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy, parse_retry_after
 from usersimcrs.errors import ConnectorError
 
+if TYPE_CHECKING:  # both libraries are imported on first use: a run without an HTTP CRS never pays for them
+    import aiohttp
+    import httpx
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+POOL_KEY = "crs_connectors.transport:CRSPool"  # where the engine keeps the run's pool (RunContext.shared)
+READ_CHUNK = 65536
 
 
 class HTTPOptions(ConnectorConfig):
@@ -89,38 +97,121 @@ def seed_for(*parts: object) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
+class CRSPool:
+    """One aiohttp session (keep-alive pool, no cookie jar of its own) per event loop, for CRS requests.
+
+    Cookies never go into the session: each conversation's transport keeps its own jar and sends the
+    Cookie header itself. The session is made lazily inside the running loop and made anew when a
+    later `asyncio.run` brings another loop (the old one is let go without touching its loop).
+    """
+
+    def __init__(self, connections: int = 0) -> None:
+        self.connections = max(0, connections)  # 0: no cap (the engine's concurrency bounds it)
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        """The session of the running loop (made on first use there; a stale one is dropped)."""
+        loop = asyncio.get_running_loop()
+        session = self._session
+        if session is not None and self._loop is loop and not session.closed:
+            return session
+        import aiohttp
+
+        if session is not None and self._loop is not loop:
+            _drop(session)
+        connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=0, enable_cleanup_closed=False)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),  # cookies are per conversation, never per pool
+            timeout=aiohttp.ClientTimeout(total=None),  # the transport's asyncio.timeout bounds each attempt
+            auto_decompress=True,
+        )
+        self._loop = loop
+        return self._session
+
+    async def aclose(self) -> None:
+        """Close the session if it belongs to the running loop, else just let go of it."""
+        session, loop = self._session, self._loop
+        self._session, self._loop = None, None
+        if session is None or session.closed:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is running:
+            await session.close()
+        else:
+            _drop(session)
+
+    def __del__(self) -> None:
+        # a pool its owner never closed (e.g. a probe that gave up early) goes quietly, like an httpx client
+        if self._session is not None and not self._session.closed:
+            _drop(self._session)
+
+
+def _drop(session: aiohttp.ClientSession) -> None:
+    """Let go of a session whose loop has ended: detach it and close its connector synchronously."""
+    connector = session.connector
+    session.detach()  # marks the session closed, so it warns about nothing when collected
+    if connector is not None and not connector.closed:
+        try:
+            connector._close()
+        except RuntimeError:  # its loop is already closed: the sockets go with the process
+            pass
+
+
 class HTTPTransport:
     """One conversation's HTTP channel: retries, timeouts, size limit and (optionally) its own cookies."""
 
     def __init__(self, options: HTTPOptions, context: Any, *, keep_cookies: bool = False, seed_key: str = "") -> None:
         self.options = options
-        self._shared_client: httpx.AsyncClient | None = getattr(context, "http", None)
-        self._own_client: httpx.AsyncClient | None = None
+        self._httpx_client: httpx.AsyncClient | None = getattr(context, "http", None)
+        self._own_httpx: httpx.AsyncClient | None = None
+        run_cache = getattr(context, "cache", None)
+        shared_pool = run_cache.get(POOL_KEY) if isinstance(run_cache, dict) else None
+        self._pool: CRSPool | None = shared_pool if isinstance(shared_pool, CRSPool) else None
+        self._own_pool = self._pool is None and self._httpx_client is None
+        if self._own_pool:
+            self._pool = CRSPool()
         self.keep_cookies = keep_cookies
-        self.cookies = httpx.Cookies()
-        self._headers = {**options.headers, **headers_from_env(options.headers_env, section="crs")}
+        self._jar: Any = None  # made on first use: an aiohttp CookieJar, or httpx.Cookies on the httpx path
+        headers = {**options.headers, **headers_from_env(options.headers_env, section="crs")}
+        self._headers = headers
+        self._request_headers = {"User-Agent": "usersimcrs", "Accept": "application/json, text/plain;q=0.9", **headers}
         self._rng = random.Random(seed_for(getattr(context, "run_seed", 0), seed_key))
         self._policy = RetryPolicy(attempts=options.retries + 1, base_s=options.backoff_s, cap_s=options.max_backoff_s)
         self.attempts = 0
 
     def reset_session(self, seed_key: str, run_seed: int = 0) -> None:
         """Forget cookies and reseed the backoff jitter for a new conversation."""
-        self.cookies = httpx.Cookies()
+        self._jar = None
         self._rng = random.Random(seed_for(run_seed, seed_key))
 
     @property
+    def cookies(self) -> list[str]:
+        """Names of the cookies this conversation holds."""
+        if self._jar is None:
+            return []
+        if self._httpx_client is not None or self._own_httpx is not None:
+            return list(self._jar)
+        return [morsel.key for morsel in self._jar]
+
+    @property
     def client(self) -> httpx.AsyncClient:
-        if self._shared_client is not None:
-            return self._shared_client
-        if self._own_client is None:
-            self._own_client = httpx.AsyncClient(follow_redirects=False)
-        return self._own_client
+        """The httpx client a context handed in (the httpx path only)."""
+        if self._httpx_client is None:
+            raise AttributeError("this transport sends through its aiohttp pool, not an httpx client")
+        return self._httpx_client
 
     async def aclose(self) -> None:
-        """Close the client this transport opened itself (never the run's shared one)."""
-        if self._own_client is not None:
-            await self._own_client.aclose()
-            self._own_client = None
+        """Close the pool this transport opened itself (never the run's shared one)."""
+        if self._own_pool and self._pool is not None:
+            await self._pool.aclose()
+        if self._own_httpx is not None:
+            await self._own_httpx.aclose()
+            self._own_httpx = None
 
     def policy(self, retries: int | None = None) -> RetryPolicy:
         """The shared retry policy with this connector's limits (`retries` overrides the configured count)."""
@@ -160,11 +251,75 @@ class HTTPTransport:
     async def _attempt(self, method: str, url: str, json_body: Any) -> HTTPAnswer:
         """One request within the timeout; failures become Retryable or (for 4xx) ConnectorError."""
         self.attempts += 1
+        headers = self._request_headers
+        if json_body is not None and "Content-Type" not in headers:
+            headers = {**headers, "Content-Type": "application/json"}
+        content = None if json_body is None else json.dumps(json_body).encode("utf-8")
+        if self._httpx_client is not None:
+            return await self._attempt_httpx(method, url, headers, content)
+        return await self._attempt_aiohttp(method, url, headers, content)
+
+    async def _attempt_aiohttp(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> HTTPAnswer:
+        import aiohttp
+
         timeout = self.options.timeout_s
         started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout):
-                return await self._exchange(method, url, json_body, started)
+                return await self._exchange_aiohttp(method, url, headers, content, started)
+        except TimeoutError:  # aiohttp's own read/connect timeouts included
+            raise Retryable(f"timeout after {format_seconds(timeout)}") from None
+        except aiohttp.InvalidURL:
+            raise ConnectorError(f"invalid URL {url!r}") from None
+        except aiohttp.ClientConnectorError as exc:
+            reason = getattr(exc.os_error, "strerror", None) or _short(exc)
+            raise Retryable(f"cannot connect to {url} ({reason or 'connection refused'})") from None
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientPayloadError):
+            raise Retryable("connection reset") from None  # one stable reason, whatever the OS says
+        except aiohttp.ClientError as exc:
+            raise Retryable(f"HTTP error ({_short(exc) or type(exc).__name__})") from None
+        except ValueError:  # yarl rejects the URL before aiohttp sees it
+            raise ConnectorError(f"invalid URL {url!r}") from None
+
+    async def _exchange_aiohttp(
+        self, method: str, url: str, headers: dict[str, str], content: bytes | None, started: float
+    ) -> HTTPAnswer:
+        assert self._pool is not None
+        session = self._pool.session()
+        request_url: Any = url
+        if self.keep_cookies and self._jar is not None:
+            from yarl import URL
+
+            request_url = URL(url)
+            cookies = self._jar.filter_cookies(request_url)
+            if cookies:
+                headers = {**headers, "Cookie": "; ".join(f"{name}={m.coded_value}" for name, m in cookies.items())}
+        async with session.request(method, request_url, headers=headers, data=content, allow_redirects=False) as response:
+            if self.keep_cookies and response.cookies:
+                if self._jar is None:
+                    import aiohttp
+
+                    self._jar = aiohttp.CookieJar(unsafe=True)  # unsafe: also keep cookies of IP hosts (127.0.0.1)
+                self._jar.update_cookies(response.cookies, response.url)
+            body = await _read_limited_aiohttp(response, self.options.max_response_bytes)
+            status = response.status
+            answer = HTTPAnswer(
+                status=status,
+                body=body,
+                content_type=response.headers.get("Content-Type", ""),
+                latency_s=time.perf_counter() - started,
+            )
+            retry_after = response.headers.get("Retry-After")
+        return _checked(answer, retry_after)
+
+    async def _attempt_httpx(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> HTTPAnswer:
+        import httpx
+
+        timeout = self.options.timeout_s
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._exchange_httpx(method, url, headers, content, started)
         except (TimeoutError, httpx.TimeoutException):
             raise Retryable(f"timeout after {format_seconds(timeout)}") from None
         except httpx.ConnectError as exc:
@@ -176,23 +331,24 @@ class HTTPTransport:
         except httpx.HTTPError as exc:
             raise Retryable(f"HTTP error ({_short(exc)})") from None
 
-    async def _exchange(self, method: str, url: str, json_body: Any, started: float) -> HTTPAnswer:
+    async def _exchange_httpx(
+        self, method: str, url: str, headers: dict[str, str], content: bytes | None, started: float
+    ) -> HTTPAnswer:
+        import httpx
+
         client = self.client
-        headers = {"User-Agent": "usersimcrs", "Accept": "application/json, text/plain;q=0.9", **self._headers}
-        if json_body is not None:
-            headers.setdefault("Content-Type", "application/json")
-        content = None if json_body is None else json.dumps(json_body).encode("utf-8")
         timeout = httpx.Timeout(self.options.timeout_s)
         request = httpx.Request(method, url, headers=headers, content=content, extensions={"timeout": timeout.as_dict()})
         if self.keep_cookies:
-            self.cookies.set_cookie_header(request)
+            if self._jar is None:
+                self._jar = httpx.Cookies()
+            self._jar.set_cookie_header(request)
         response = await client.send(request, stream=True, follow_redirects=False)
         try:
             if self.keep_cookies:
-                self.cookies.extract_cookies(response)
-            if client is self._shared_client:
-                _forget_cookies(client, response)
-            body = await _read_limited(response, self.options.max_response_bytes)
+                self._jar.extract_cookies(response)
+            _forget_cookies(client, response)
+            body = await _read_limited_httpx(response, self.options.max_response_bytes)
         finally:
             await response.aclose()
         answer = HTTPAnswer(
@@ -201,18 +357,42 @@ class HTTPTransport:
             content_type=response.headers.get("content-type", ""),
             latency_s=time.perf_counter() - started,
         )
-        if response.status_code in RETRY_STATUSES or response.status_code >= 500:
-            raise Retryable(f"HTTP {response.status_code}", parse_retry_after(response.headers.get("retry-after")))
-        if response.status_code >= 400:
-            snippet = answer.text().strip().replace("\n", " ")[:80]
-            raise ConnectorError(f"HTTP {response.status_code}" + (f": {snippet}" if snippet else ""))
-        return answer
+        return _checked(answer, response.headers.get("retry-after"))
 
 
-async def _read_limited(response: httpx.Response, limit: int) -> bytes:
+def _checked(answer: HTTPAnswer, retry_after: str | None) -> HTTPAnswer:
+    """The answer when its status is a success; 5xx and retryable 4xx are Retryable, other 4xx ConnectorError."""
+    status = answer.status
+    if status in RETRY_STATUSES or status >= 500:
+        raise Retryable(f"HTTP {status}", parse_retry_after(retry_after))
+    if status >= 400:
+        snippet = answer.text().strip().replace("\n", " ")[:80]
+        raise ConnectorError(f"HTTP {status}" + (f": {snippet}" if snippet else ""))
+    return answer
+
+
+def _over_limit(declared: str | None, limit: int) -> bool:
+    return bool(declared and declared.isdigit() and int(declared) > limit)
+
+
+async def _read_limited_aiohttp(response: aiohttp.ClientResponse, limit: int) -> bytes:
     """The body, reading at most `limit` bytes; more is a retryable 'reply over <limit>'."""
-    declared = response.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
+    if _over_limit(response.headers.get("Content-Length"), limit):
+        raise Retryable(f"reply over {format_size(limit)}")
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await response.content.read(READ_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            response.close()  # drop the connection rather than drain an oversize body
+            raise Retryable(f"reply over {format_size(limit)}")
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def _read_limited_httpx(response: httpx.Response, limit: int) -> bytes:
+    """The body, reading at most `limit` bytes; more is a retryable 'reply over <limit>'."""
+    if _over_limit(response.headers.get("content-length"), limit):
         raise Retryable(f"reply over {format_size(limit)}")
     chunks: list[bytes] = []
     size = 0
@@ -226,6 +406,8 @@ async def _read_limited(response: httpx.Response, limit: int) -> bytes:
 
 def _forget_cookies(client: httpx.AsyncClient, response: httpx.Response) -> None:
     """Drop cookies the shared client stored from this response, so they reach no other conversation."""
+    import httpx
+
     jar = httpx.Cookies()
     jar.extract_cookies(response)
     for cookie in jar.jar:

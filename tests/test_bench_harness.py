@@ -8,7 +8,9 @@ from pathlib import Path
 
 from benchmarks.harness import table
 from benchmarks.judge_cost import prefix_reuse
-from benchmarks.scenarios import Scenario, b1_efficiency, timed_run
+from benchmarks.first_conversation import first_line_seen
+from benchmarks.high_concurrency import crs_server, high_concurrency_runs
+from benchmarks.scenarios import DEFAULT_CLIENT, Scenario, b1_efficiency, b1_high_rows, timed_run
 from benchmarks.server import llm_server
 from benchmarks.setups import agenda_config, llm_user_config
 
@@ -41,10 +43,31 @@ def test_timed_runs_count_llm_calls_and_split_wall_time(tmp_path):
     assert lean.conversations == 6 and lean.failed == 0 and lean.llm_calls == llm.llm_calls
     by_c = {"official": {1: llm, 8: llm, 32: llm, 64: llm}, "aiohttp": {1: lean, 8: lean, 32: lean, 64: lean}}
     row = b1_efficiency(by_c, {"official": {"c32": llm}})
-    best = row.figures["headline_client"]
+    headline = row.figures["headline_client"]
     assert row.key == "B1" and 0 < row.figures["official"]["C=1"]["efficiency"] and "bm25_crs_C=32" in row.figures["official"]
-    assert row.value == max(row.figures[c]["C=32"]["efficiency"] for c in ("official", "aiohttp")) == row.figures[best]["C=32"]["efficiency"]
-    assert best in row.headline
+    assert headline == DEFAULT_CLIENT == "aiohttp" and row.value == row.figures[headline]["C=32"]["efficiency"]
+    assert headline in row.headline
+
+
+def test_high_concurrency_figures_are_per_call_costs_and_ratios_of_one_run(tmp_path):
+    with llm_server(5) as llm_url, crs_server() as crs_url:
+        figures = high_concurrency_runs(
+            llm_url, crs_url, tmp_path, clients=("aiohttp",), concurrency=(4,), per_slot=2, minimum=6, latency_s=0.005
+        )
+    at = figures["aiohttp"]["C=4"]
+    assert at["conversations"] == 8 and at["failed"] == 0 and at["llm_calls"] >= 8
+    assert at["cpu_ms_per_conversation"] > at["cpu_ms_per_llm_call"] > 0 and 0 < at["efficiency"] <= 1.5
+    rows = b1_high_rows({"aiohttp": {"C=128": at}})
+    assert [r.key for r in rows] == ["B1-128", "B1-cpu", "B1-conv"] and all("aiohttp" in r.headline for r in rows)
+
+
+def test_time_to_first_conversation_waits_for_a_complete_line(tmp_path):
+    path = tmp_path / "dialogues.jsonl"
+    assert not first_line_seen(path)
+    path.write_bytes(b'{"conversation_id": "a"')
+    assert not first_line_seen(path)
+    path.write_bytes(b'{"conversation_id": "a"}\n')
+    assert first_line_seen(path)
 
 
 def test_bench_command_is_registered():

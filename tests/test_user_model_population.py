@@ -109,3 +109,27 @@ def test_real_movielens_sample(shared_data):
         profile = source.profile(index, random.Random(index))
         assert profile.need.targets and all(t.id in items for t in profile.need.targets)
         assert not profile.seen_ids() & {t.id for t in profile.need.targets}
+
+
+def test_prepared_user_basis_gives_the_same_profiles_and_fresh_objects():
+    """Per-user work is done once per run; every conversation still gets its own, identical-to-before objects."""
+    import random as _random
+
+    from benchmarks.setups import llm_user_config
+    from usersimcrs.engine.runner import load_items, load_ratings
+    from usersimcrs.user_model.population import GeneratedProfiles
+
+    config = llm_user_config("http://127.0.0.1:9/v1", conversations=1, concurrency=1)
+    items, ratings = load_items(config), load_ratings(config)
+    users = len(ratings.users())
+    source = GeneratedProfiles(config.profiles, items, ratings)
+    first = source.profile(0, _random.Random(5))
+    again = source.profile(users, _random.Random(5))  # the same user, prepared already
+    fresh = GeneratedProfiles(config.profiles, items, ratings).profile(0, _random.Random(5))
+    assert first.model_dump_json() == again.model_dump_json() == fresh.model_dump_json()
+    assert first.preferences is not again.preferences and first.preferences.items is not again.preferences.items
+    assert first.seen_items and first.seen_items[0] is not again.seen_items[0]
+    assert first.seen_items[0].item is not again.seen_items[0].item
+    first.preferences.items.clear()
+    first.seen_items[0].item.candidates.append("x")
+    assert source.profile(0, _random.Random(5)).model_dump_json() == fresh.model_dump_json()

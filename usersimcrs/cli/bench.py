@@ -1,4 +1,4 @@
-"""`usersimcrs bench [--quick] ...`: the performance harness of `benchmarks/` (B1-B6), from a source checkout."""
+"""`usersimcrs bench [--quick] ...`: the performance harness of `benchmarks/` (B1-B7), from a source checkout."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "bench", help="run the performance benchmarks (B1-B6) against a local LLM server (source checkout)",
+        "bench", help="run the performance benchmarks (B1-B7) against a local LLM server (source checkout)",
         description="Arguments go to the harness: --quick (smaller sizes), --output FILE, --jitter-ms MS, --keep.",
     )
     parser.add_argument("arguments", nargs=argparse.REMAINDER, help="harness arguments, e.g. --quick")

@@ -94,19 +94,15 @@ def _existing(path: str, fallback: str | None, key: str) -> str:
 
 def build_context(config: RunConfig, run_dir: Path | None = None) -> RunContext:
     """Load the run's shared resources; LLMs are created lazily on first use. `close_context` releases them."""
-    import httpx
-
+    from crs_connectors.transport import POOL_KEY, CRSPool
     from usersimcrs.llm.provider import LLMProvider
 
     llms = LLMProvider(config.llm, config.llm_components)
-    http = httpx.AsyncClient(
-        limits=httpx.Limits(max_connections=max(config.concurrency * 2, 10), max_keepalive_connections=config.concurrency * 2),
-        timeout=httpx.Timeout(60.0),
-    )
-    context = RunContext(items=load_items(config), ratings=load_ratings(config), llms=llms, http=http, run_dir=run_dir,
+    context = RunContext(items=load_items(config), ratings=load_ratings(config), llms=llms, run_dir=run_dir,
                          run_seed=config.seed, data=dict(config.data))
+    pool = context.shared(POOL_KEY, CRSPool)  # one keep-alive pool for every HTTP CRS request of the run
     context.on_close(llms.aclose)
-    context.on_close(http.aclose)
+    context.on_close(pool.aclose)
     return context
 
 

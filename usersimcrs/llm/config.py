@@ -20,10 +20,10 @@ class LLMConfig(BaseModel):
         default_factory=dict, description="header name -> name of the environment variable holding its value"
     )
     client: Literal["official", "aiohttp"] = Field(
-        "official",
+        "aiohttp",
         description=(
-            "HTTP client of the openai/ollama backends: the official library (default, for fidelity) or a "
-            "lean aiohttp transport speaking the same wire protocol, for keeping a fast server saturated"
+            "HTTP client of the openai/ollama backends: a lean aiohttp transport (default: about 0.1 ms of "
+            "CPU per call) or the official library (about 3 ms per call); both speak the same wire protocol"
         ),
     )
     timeout_s: float = 120.0

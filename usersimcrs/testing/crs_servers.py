@@ -484,7 +484,9 @@ APPS: dict[str, Callable[..., ProtocolApp]] = {
 
 class _Handler(BaseHTTPRequestHandler):
     server: "_HTTPServer"
-    protocol_version = "HTTP/1.0"
+    # keep-alive like the real servers (Flask's threaded dev server, which iEvaLM runs, speaks HTTP/1.1);
+    # every answer carries a Content-Length, and the oversize and reset faults close the connection
+    protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence access logs
         pass
@@ -508,6 +510,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # socketserver's default listen backlog is 5: at C >= 32 connects overflow it and wait out 1 s
+    # SYN retries, so a concurrency test would measure the listen queue (the LLM test server uses 512 too)
+    request_queue_size = 512
     owner: "LocalCRSServer"
 
     def handle_error(self, request: Any, client_address: Any) -> None:

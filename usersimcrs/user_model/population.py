@@ -2,12 +2,15 @@
 
 `build_profile_source(config.profiles, context)` returns an object whose
 `profile(index, rng)` gives the profile of conversation `index`. Generation is deterministic in
-`index` and `rng` (the conversation's seeded generator); nothing is shared between conversations.
+`index` and `rng` (the conversation's seeded generator); each conversation gets its own objects.
+What does not depend on `rng` (a ratings user's scan of their ratings, held-out targets, seen
+items, slot preferences) is prepared once per user and run and copied per conversation.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -37,16 +40,27 @@ class ProfileSource(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class UserBasis:
+    """The part of a ratings user's profile that no random draw touches, prepared once per run."""
+
+    held_out: list[str]  # liked items held out as targets, best first (empty: no rated item)
+    preferences: Preferences
+    seen_items: list[SeenItem]
+
+
 class GeneratedProfiles:
     """Profiles generated from a ratings user (held-out liked items as targets), else from items alone."""
 
     def __init__(self, config: "ProfilesConfig", items: ItemCollection | None, ratings: Ratings | None) -> None:
-        if items is None and (ratings is None or not ratings.users()):
+        users = ratings.users() if ratings is not None else []
+        if items is None and not users:
             raise ConfigError("profiles.source 'generate' needs an 'items' or a 'ratings' section")
         self.config = config
         self.items = items
-        self.ratings = ratings if ratings is not None and ratings.users() else None
-        self._users = self.ratings.users() if self.ratings is not None else []
+        self.ratings = ratings if users else None
+        self._users = users
+        self._bases: dict[str, UserBasis] = {}  # per user, filled on first use (a run may use few of many users)
 
     def profile(self, index: int, rng: random.Random) -> UserProfile:
         """The profile of conversation `index` (user chosen by index, target drawn with `rng`)."""
@@ -58,7 +72,14 @@ class GeneratedProfiles:
         item = self.items.get(item_id) if self.items is not None else None
         return item.ref() if item is not None else ItemRef(id=item_id)
 
-    def _from_ratings(self, user_id: str, rng: random.Random) -> UserProfile:
+    def basis(self, user_id: str) -> UserBasis:
+        """The user's rng-free profile parts, computed on first use and kept for the run."""
+        basis = self._bases.get(user_id)
+        if basis is None:
+            basis = self._bases[user_id] = self._prepare(user_id)
+        return basis
+
+    def _prepare(self, user_id: str) -> UserBasis:
         assert self.ratings is not None
         cfg = self.config
         raw = self.ratings.of(user_id)
@@ -67,10 +88,8 @@ class GeneratedProfiles:
         scores = {i: self.ratings.normalized(r) for i, r in raw.items()}
         groups = split_by_preference(scores, cfg.like_threshold, cfg.dislike_threshold)
         held_out = _held_out(groups["liked"], cfg.holdout) or sorted(scores, key=lambda i: (-scores[i], i))[:1]
-        if not held_out:
-            return self._from_items(0, rng, user_id=user_id)
-        primary_id = held_out[rng.randrange(len(held_out))]
-        seen_ratings = {i: r for i, r in raw.items() if i not in set(held_out)}
+        held = set(held_out)
+        seen_ratings = {i: r for i, r in raw.items() if i not in held}
         prefs = preferences_from_ratings(
             seen_ratings,
             self.ratings.normalized,
@@ -78,6 +97,20 @@ class GeneratedProfiles:
             like_threshold=cfg.like_threshold,
             dislike_threshold=cfg.dislike_threshold,
         )
+        seen = [
+            SeenItem(item=self._ref(i), rating=r)
+            for i, r in sorted(seen_ratings.items(), key=lambda kv: (-kv[1], kv[0]))
+        ]
+        return UserBasis(held_out=held_out, preferences=prefs, seen_items=seen)
+
+    def _from_ratings(self, user_id: str, rng: random.Random) -> UserProfile:
+        assert self.ratings is not None
+        cfg = self.config
+        basis = self.basis(user_id)
+        held_out = basis.held_out
+        if not held_out:
+            return self._from_items(0, rng, user_id=user_id)
+        primary_id = held_out[rng.randrange(len(held_out))]
         primary = self.items.get(primary_id) if self.items is not None else None
         need = need_for_targets(
             primary if primary is not None else self._ref(primary_id),
@@ -86,20 +119,16 @@ class GeneratedProfiles:
             requestable_slots=cfg.requestable_slots,
             rng=rng,
         )
-        seen = [
-            SeenItem(item=self._ref(i), rating=r)
-            for i, r in sorted(seen_ratings.items(), key=lambda kv: (-kv[1], kv[0]))
-        ]
         return UserProfile(
             user_id=str(user_id),
             need=need,
-            preferences=prefs,
+            preferences=_copy_preferences(basis.preferences),  # the conversation's own objects
             persona=persona_from_fields(cfg.persona),
-            seen_items=seen,
+            seen_items=[_copy_seen(seen) for seen in basis.seen_items],
             metadata={
                 "source": "ratings",
                 "primary_target": primary_id,
-                "held_out": held_out,
+                "held_out": list(held_out),
                 "rating_scale": list(self.ratings.scale),
             },
         )
@@ -121,6 +150,27 @@ class GeneratedProfiles:
             persona=persona_from_fields(cfg.persona),
             metadata={"source": "items", "primary_target": item.id},
         )
+
+
+def _copy_preferences(prefs: Preferences) -> Preferences:
+    """A copy with its own containers (leaves are floats and strings), several times cheaper than a deep copy."""
+    copy = prefs.model_copy()
+    copy.__dict__.update(
+        items=dict(prefs.items),
+        slots={slot: dict(values) for slot, values in prefs.slots.items()},
+        likes=list(prefs.likes),
+        dislikes=list(prefs.dislikes),
+    )
+    return copy
+
+
+def _copy_seen(seen: SeenItem) -> SeenItem:
+    """A copy of a seen item and its item reference (fields set kept, so it serialises the same)."""
+    copy = seen.model_copy()
+    item = seen.item.model_copy()
+    item.__dict__["candidates"] = list(seen.item.candidates)
+    copy.__dict__["item"] = item
+    return copy
 
 
 def _held_out(liked: list[str], share: float) -> list[str]:

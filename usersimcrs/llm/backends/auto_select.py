@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import os
 
-import httpx
-
 from usersimcrs.llm.backends.common import ollama_host
 from usersimcrs.llm.config import LLMConfig
 
@@ -17,6 +15,8 @@ PROBE_TIMEOUT_S = 0.5
 
 def ollama_reachable(host: str, timeout_s: float = PROBE_TIMEOUT_S) -> bool:
     """True when an Ollama server answers GET /api/version at `host` within `timeout_s`."""
+    import httpx  # only `backend: auto` probes, so only it pays for the import
+
     try:
         response = httpx.get(f"{host.rstrip('/')}/api/version", timeout=timeout_s)
     except httpx.HTTPError:

@@ -1,17 +1,15 @@
-"""`ollama` backend: the official `ollama.AsyncClient`, host from config.base_url or OLLAMA_HOST.
+"""`ollama` backend: non-streaming `/api/chat`, host from config.base_url or OLLAMA_HOST.
 
-With `client: aiohttp` the same non-streaming POST {host}/api/chat (model, messages, format,
-options, stream=false) goes through `LeanHTTP` instead of the official client.
+By default (`client: aiohttp`) the POST {host}/api/chat (model, messages, format, options,
+stream=false) goes through `LeanHTTP`; with `client: official` it goes through the official
+`ollama.AsyncClient`, imported only then.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any
-
-import httpx
-import ollama
+from typing import TYPE_CHECKING, Any
 
 from usersimcrs.core.env_headers import headers_from_env
 from usersimcrs.core.retry import parse_retry_after
@@ -22,6 +20,10 @@ from usersimcrs.llm.base import LLM, LLMResult, Message
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.failures import TransientLLMError, status_error
 from usersimcrs.llm.loops import PerLoop
+
+if TYPE_CHECKING:
+    import httpx
+    import ollama
 
 DEFAULT_MODEL = "llama3.2"
 
@@ -40,13 +42,17 @@ class OllamaChat(LLM):
         self._lean: LeanHTTP | None = None
         if config.client == "aiohttp":
             self._lean = self._lean_transport(headers)
-        self._client = PerLoop(
-            lambda: ollama.AsyncClient(
-                host=self.host,
-                timeout=config.timeout_s,
-                headers=headers or None,
-                event_hooks={"response": [self._raise_for_status]},
-            )
+        self._client = PerLoop(lambda: self._official_client(headers))
+
+    def _official_client(self, headers: dict[str, str]) -> ollama.AsyncClient:
+        """The official async client (`client: official`), HTTP errors classified in its response hook."""
+        import ollama
+
+        return ollama.AsyncClient(
+            host=self.host,
+            timeout=self.config.timeout_s,
+            headers=headers or None,
+            event_hooks={"response": [self._raise_for_status]},
         )
 
     def _lean_transport(self, headers: dict[str, str]) -> LeanHTTP:
@@ -99,6 +105,16 @@ class OllamaChat(LLM):
             body["options"] = self.options(temperature, max_tokens, seed)
             data = await self._lean.post_ok_json(self._url, body, _error_of)
             return self._lean_result(data, started)
+        return await self._complete_official(messages, temperature, max_tokens, seed, schema, started)
+
+    async def _complete_official(
+        self, messages: list[Message], temperature: float, max_tokens: int, seed: int | None, schema: dict | None,
+        started: float,
+    ) -> LLMResult:
+        """The call through the official client (`client: official`), its failures classified."""
+        import httpx
+        import ollama
+
         try:
             response = await self._client.get().chat(
                 model=self.model,

@@ -1,0 +1,75 @@
+"""Time to first conversation: wall time from starting `usersimcrs run` (a fresh process) to the first
+line in its dialogues.jsonl. Start-up work (imports, config, data, CRS check) is what it measures::
+
+    python -m benchmarks.first_conversation     # starts its own LLM (50 ms) and iEvaLM CRS servers
+
+A conversation of the LLM user makes about four LLM calls, so about 0.2 s of the figure is the
+server's latency; the rest is the toolkit's start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.setups import ROOT, llm_user_config
+
+POLL_S = 0.002
+
+
+def first_line_seen(path: Path) -> bool:
+    """True once `path` holds at least one complete line."""
+    try:
+        with path.open("rb") as handle:
+            return handle.readline().endswith(b"\n")
+    except FileNotFoundError:
+        return False
+
+
+def time_to_first_conversation(llm_url: str, crs_url: str | None, work: Path, *, conversations: int = 4, concurrency: int = 4) -> dict[str, Any]:
+    """Start `python -m usersimcrs run` on the LLM-user config and time the first dialogues.jsonl line."""
+    work.mkdir(parents=True, exist_ok=True)
+    config = llm_user_config(llm_url, conversations=conversations, concurrency=concurrency, crs_url=crs_url, name="bench-first")
+    config_path = work / "first.yaml"  # JSON is YAML
+    config_path.write_text(json.dumps(config.model_dump(mode="json", exclude_unset=True)), encoding="utf-8")
+    out_dir = Path(tempfile.mkdtemp(prefix="first-run-", dir=work))  # fresh: no line of an earlier run
+    dialogues = out_dir / "dialogues.jsonl"
+    command = [sys.executable, "-m", "usersimcrs", "run", str(config_path), "--output", str(out_dir), "--overwrite"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=work)
+    first_s = None
+    while process.poll() is None or first_s is None:
+        if first_s is None and first_line_seen(dialogues):
+            first_s = time.perf_counter() - started
+        if process.poll() is not None and first_s is None:
+            first_s = time.perf_counter() - started if first_line_seen(dialogues) else None
+            break
+        time.sleep(POLL_S)
+    _, stderr = process.communicate()
+    total_s = time.perf_counter() - started
+    if process.returncode != 0 or first_s is None:
+        raise RuntimeError(f"usersimcrs run failed ({process.returncode}): {stderr.decode(errors='replace')[-300:]}")
+    return {"first_conversation_s": round(first_s, 3), "process_wall_s": round(total_s, 3), "conversations": conversations}
+
+
+def main() -> int:
+    from benchmarks.high_concurrency import crs_server
+    from benchmarks.scenarios import LATENCY_S
+    from benchmarks.server import llm_server
+
+    with llm_server(LATENCY_S * 1000) as llm_url, crs_server() as crs_url:
+        work = Path(tempfile.mkdtemp(prefix="usersimcrs-first-"))
+        for _ in range(3):
+            print(json.dumps(time_to_first_conversation(llm_url, crs_url, work)))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

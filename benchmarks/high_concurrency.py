@@ -1,0 +1,106 @@
+"""B1 at high concurrency: the LLM user against the iEvaLM-protocol test CRS, both servers in their own processes.
+
+The workload of issue #15: single-prompt LLM user, an OpenAI-protocol server answering in 200 ms,
+an iEvaLM-protocol CRS over HTTP (`crs_arena` connector, one cookie jar per conversation). Every
+figure is a ratio or a per-call cost measured in one run, so load on the machine moves it little.
+Run by hand (also the profiling target of docs/benchmarks.md, "Where the time went")::
+
+    python -m benchmarks.high_concurrency --concurrency 128 --conversations 1024 --client aiohttp
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from benchmarks.scenarios import RunFigures, timed_run
+from benchmarks.server import llm_server
+from benchmarks.setups import llm_user_config
+
+LATENCY_MS = 200.0
+HIGH_CONCURRENCY = (128, 256)
+
+
+@contextmanager
+def crs_server(protocol: str = "ievalm") -> Iterator[str]:
+    """Start `python -m usersimcrs.testing.crs_servers <protocol>` on 127.0.0.1; yields its base URL."""
+    command = [sys.executable, "-m", "usersimcrs.testing.crs_servers", protocol, "--port", "0"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = (process.stdout.readline() if process.stdout else "").strip()
+        url = line.rsplit(" ", 1)[-1]
+        if not url.startswith("http"):
+            raise RuntimeError("the benchmark CRS server did not start")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def run_figures(r: RunFigures, concurrency: int, latency_s: float) -> dict[str, Any]:
+    """Conversations/s, efficiency (achieved LLM calls/s over C / L) and CPU per call and per conversation."""
+    achieved = r.llm_calls / r.wall_s
+    ideal = concurrency / latency_s
+    return {
+        "conversations": r.conversations,
+        "failed": r.failed,
+        "llm_calls": r.llm_calls,
+        "llm_calls_per_conversation": round(r.llm_calls / max(1, r.conversations), 2),
+        "wall_s": round(r.wall_s, 2),
+        "conversations_per_s": round(r.conversations / r.wall_s, 1),
+        "calls_per_s": round(achieved, 1),
+        "ideal_calls_per_s": round(ideal, 1),
+        "efficiency": round(achieved / ideal, 3),
+        "mean_call_ms": round(r.llm_wait_s / max(1, r.llm_calls) * 1000, 1),
+        "cpu_ms_per_llm_call": round(r.cpu_s / max(1, r.llm_calls) * 1000, 2),
+        "cpu_ms_per_conversation": round(r.cpu_s / max(1, r.conversations) * 1000, 2),
+    }
+
+
+def high_concurrency_runs(
+    llm_url: str, crs_url: str, work: Path, *, clients: tuple[str, ...], concurrency: tuple[int, ...], per_slot: int,
+    minimum: int = 1_000, latency_s: float = LATENCY_MS / 1000,
+) -> dict[str, dict[str, Any]]:
+    """For each client and C: one run of max(minimum, per_slot * C) conversations after a small warm-up."""
+    out: dict[str, dict[str, Any]] = {}
+    for client in clients:
+        warm = llm_user_config(llm_url, conversations=16, concurrency=8, client=client, crs_url=crs_url)
+        timed_run(warm, work / f"hc-{client}-warmup")
+        out[client] = {}
+        for c in concurrency:
+            n = max(minimum, per_slot * c)
+            config = llm_user_config(llm_url, conversations=n, concurrency=c, client=client, crs_url=crs_url)
+            out[client][f"C={c}"] = run_figures(timed_run(config, work / f"hc-{client}-c{c}"), c, latency_s)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=list(HIGH_CONCURRENCY))
+    parser.add_argument("--conversations", type=int, default=1_000, help="at least this many per run")
+    parser.add_argument("--per-slot", type=int, default=8)
+    parser.add_argument("--client", nargs="+", default=["aiohttp", "official"])
+    parser.add_argument("--latency-ms", type=float, default=LATENCY_MS)
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="usersimcrs-hc-"))
+    with llm_server(args.latency_ms) as llm_url, crs_server() as crs_url:
+        figures = high_concurrency_runs(
+            llm_url, crs_url, work, clients=tuple(args.client), concurrency=tuple(args.concurrency),
+            per_slot=args.per_slot, minimum=args.conversations, latency_s=args.latency_ms / 1000,
+        )
+    print(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

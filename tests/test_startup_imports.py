@@ -1,0 +1,42 @@
+"""Start-up stays light: the CLI parser and a run's modules import no heavy library they do not use.
+
+Each check runs in a fresh interpreter, since this test process has imported everything already.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("pandas", "matplotlib", "scipy", "llama_cpp", "sklearn", "ray", "numpy")
+LLM_SDKS = ("openai", "ollama", "httpx")  # used only with `llm.client: official` (or `backend: auto`)
+
+
+def imported_after(code: str) -> set[str]:
+    """Top-level packages in sys.modules after running `code` in a fresh interpreter."""
+    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_building_the_cli_parser_imports_no_heavy_library():
+    loaded = imported_after("import usersimcrs.cli as cli\ncli.build_parser()")
+    assert not loaded & set(HEAVY + LLM_SDKS), sorted(loaded & set(HEAVY + LLM_SDKS))
+
+
+@pytest.mark.parametrize(
+    "modules",
+    [
+        "usersimcrs.pipeline.simulate, usersimcrs.engine.runner, usersimcrs.llm.provider",
+        "usersimcrs.llm.backends.openai_chat, usersimcrs.llm.backends.ollama_chat, usersimcrs.llm.backends.auto_select",
+        "crs_connectors.crs_arena, crs_connectors.http, crs_connectors.transport",
+    ],
+)
+def test_a_run_with_the_default_clients_imports_no_sdk(modules):
+    loaded = imported_after(f"import {modules}")
+    assert not loaded & set(HEAVY + LLM_SDKS), sorted(loaded & set(HEAVY + LLM_SDKS))
