@@ -16,8 +16,17 @@ BUNDLED = {
 }
 
 setup(
-    packages=find_packages(include=["usersimcrs", "usersimcrs.*", "crs_connectors", "crs_connectors.*",
-                                    "data_converters", "data_converters.*"]) + list(BUNDLED),
+    packages=find_packages(
+        include=[
+            "usersimcrs",
+            "usersimcrs.*",
+            "crs_connectors",
+            "crs_connectors.*",
+            "data_converters",
+            "data_converters.*",
+        ]
+    )
+    + list(BUNDLED),
     package_dir=BUNDLED,
     package_data={
         **{name: ["*.yaml", "*.yml", "*.csv", "*.md"] for name in BUNDLED},

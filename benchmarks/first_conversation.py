@@ -32,10 +32,14 @@ def first_line_seen(path: Path) -> bool:
         return False
 
 
-def time_to_first_conversation(llm_url: str, crs_url: str | None, work: Path, *, conversations: int = 4, concurrency: int = 4) -> dict[str, Any]:
+def time_to_first_conversation(
+    llm_url: str, crs_url: str | None, work: Path, *, conversations: int = 4, concurrency: int = 4
+) -> dict[str, Any]:
     """Start `python -m usersimcrs run` on the LLM-user config and time the first dialogues.jsonl line."""
     work.mkdir(parents=True, exist_ok=True)
-    config = llm_user_config(llm_url, conversations=conversations, concurrency=concurrency, crs_url=crs_url, name="bench-first")
+    config = llm_user_config(
+        llm_url, conversations=conversations, concurrency=concurrency, crs_url=crs_url, name="bench-first"
+    )
     config_path = work / "first.yaml"  # JSON is YAML
     config_path.write_text(json.dumps(config.model_dump(mode="json", exclude_unset=True)), encoding="utf-8")
     out_dir = Path(tempfile.mkdtemp(prefix="first-run-", dir=work))  # fresh: no line of an earlier run
@@ -56,7 +60,11 @@ def time_to_first_conversation(llm_url: str, crs_url: str | None, work: Path, *,
     total_s = time.perf_counter() - started
     if process.returncode != 0 or first_s is None:
         raise RuntimeError(f"usersimcrs run failed ({process.returncode}): {stderr.decode(errors='replace')[-300:]}")
-    return {"first_conversation_s": round(first_s, 3), "process_wall_s": round(total_s, 3), "conversations": conversations}
+    return {
+        "first_conversation_s": round(first_s, 3),
+        "process_wall_s": round(total_s, 3),
+        "conversations": conversations,
+    }
 
 
 def main() -> int:

@@ -41,7 +41,14 @@ def table(rows: list[sc.Scenario]) -> str:
     """The results as a fixed-width text table."""
     header = ("", "scenario", "headline", "value", "target", "ok")
     lines = [header] + [
-        (r.key, r.title, r.headline, "-" if r.value is None else f"{r.value:g}", r.target, {True: "yes", False: "NO", None: "-"}[r.passed])
+        (
+            r.key,
+            r.title,
+            r.headline,
+            "-" if r.value is None else f"{r.value:g}",
+            r.target,
+            {True: "yes", False: "NO", None: "-"}[r.passed],
+        )
         for r in rows
     ]
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
@@ -55,17 +62,31 @@ def client_table(rows: list[sc.Scenario]) -> str:
     by_key = {r.key: r.figures for r in rows}
     b1, b2, high = by_key.get("B1", {}), by_key.get("B2", {}), by_key.get("B1-128", {})
     high_cs = [f"C={c}" for c in sc.HIGH_CONCURRENCY]
-    lines = [(
-        "client", "B1 eff. C=1", "C=8", "C=32", "C=64", *(f"{c} (200 ms)" for c in high_cs),
-        "CPU ms/call C=32", "C=128", "CPU ms/conv C=128", "conv/s C=128", "B2 speedup",
-    )]
+    lines = [
+        (
+            "client",
+            "B1 eff. C=1",
+            "C=8",
+            "C=32",
+            "C=64",
+            *(f"{c} (200 ms)" for c in high_cs),
+            "CPU ms/call C=32",
+            "C=128",
+            "CPU ms/conv C=128",
+            "conv/s C=128",
+            "B2 speedup",
+        )
+    ]
     for client in sc.CLIENTS:
         per_c, per_high = b1.get(client, {}), high.get(client, {})
         eff = [f"{per_c[f'C={c}']['efficiency']:g}" if f"C={c}" in per_c else "-" for c in sc.CONCURRENCY]
         eff_high = [f"{per_high[c]['efficiency']:g}" if c in per_high else "-" for c in high_cs]
         cpu = f"{per_c['C=32']['cpu_ms_per_call']:g}" if "C=32" in per_c else "-"
         at = per_high.get("C=128", {})
-        cpu_high = [f"{at[k]:g}" if k in at else "-" for k in ("cpu_ms_per_llm_call", "cpu_ms_per_conversation", "conversations_per_s")]
+        cpu_high = [
+            f"{at[k]:g}" if k in at else "-"
+            for k in ("cpu_ms_per_llm_call", "cpu_ms_per_conversation", "conversations_per_s")
+        ]
         speedup = f"{b2[client]['speedup']:g}" if client in b2 else "-"
         lines.append((client, *eff, *eff_high, cpu, *cpu_high, speedup))
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
@@ -94,7 +115,9 @@ def _high_concurrency(sizes: sc.Sizes, work: Path, jitter_ms: float, crs_url: st
         with llm_server(sc.HIGH_LATENCY_S * 1000, jitter_ms=jitter_ms) as slow_url:
             rows = sc.b1_high_rows(sc.high_concurrency_figures(slow_url, crs_url, sizes, work))
     except Exception as exc:  # noqa: BLE001 - one broken scenario must not hide the others
-        rows = [sc.Scenario("B1-128", title, "error", None, "-", False, {"error": f"{type(exc).__name__}: {exc}"[:500]})]
+        rows = [
+            sc.Scenario("B1-128", title, "error", None, "-", False, {"error": f"{type(exc).__name__}: {exc}"[:500]})
+        ]
     rows[0].figures["scenario_wall_s"] = round(time.perf_counter() - started, 1)
     print(f"  B1-128 done in {rows[0].figures['scenario_wall_s']}s", flush=True)
     return rows
@@ -163,8 +186,18 @@ def run_from_args(args: argparse.Namespace) -> int:
         "load_average_at_start": load_at_start,
         "load_average_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "event_loop": resolve_loop("auto"),  # the runs use the default `event_loop: auto`
-        "llm_server": {"latency_ms": sc.LATENCY_S * 1000, "jitter_ms": args.jitter_ms, "protocol": "openai", "process": "separate", "clients": list(sc.CLIENTS)},
-        "high_concurrency": {"llm_latency_ms": sc.HIGH_LATENCY_S * 1000, "crs": "iEvaLM test server, separate process", "default_client": sc.DEFAULT_CLIENT},
+        "llm_server": {
+            "latency_ms": sc.LATENCY_S * 1000,
+            "jitter_ms": args.jitter_ms,
+            "protocol": "openai",
+            "process": "separate",
+            "clients": list(sc.CLIENTS),
+        },
+        "high_concurrency": {
+            "llm_latency_ms": sc.HIGH_LATENCY_S * 1000,
+            "crs": "iEvaLM test server, separate process",
+            "default_client": sc.DEFAULT_CLIENT,
+        },
         "sizes": asdict(sizes),
         "wall_s": round(time.perf_counter() - started, 1),
         "scenarios": {r.key: asdict(r) for r in rows},

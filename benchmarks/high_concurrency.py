@@ -68,8 +68,15 @@ def run_figures(r: RunFigures, concurrency: int, latency_s: float) -> dict[str, 
 
 
 def high_concurrency_runs(
-    llm_url: str, crs_url: str, work: Path, *, clients: tuple[str, ...], concurrency: tuple[int, ...], per_slot: int,
-    minimum: int = 1_000, latency_s: float = LATENCY_MS / 1000,
+    llm_url: str,
+    crs_url: str,
+    work: Path,
+    *,
+    clients: tuple[str, ...],
+    concurrency: tuple[int, ...],
+    per_slot: int,
+    minimum: int = 1_000,
+    latency_s: float = LATENCY_MS / 1000,
 ) -> dict[str, dict[str, Any]]:
     """For each client and C: one run of max(minimum, per_slot * C) conversations after a small warm-up."""
     out: dict[str, dict[str, Any]] = {}
@@ -95,8 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="usersimcrs-hc-"))
     with llm_server(args.latency_ms) as llm_url, crs_server() as crs_url:
         figures = high_concurrency_runs(
-            llm_url, crs_url, work, clients=tuple(args.client), concurrency=tuple(args.concurrency),
-            per_slot=args.per_slot, minimum=args.conversations, latency_s=args.latency_ms / 1000,
+            llm_url,
+            crs_url,
+            work,
+            clients=tuple(args.client),
+            concurrency=tuple(args.concurrency),
+            per_slot=args.per_slot,
+            minimum=args.conversations,
+            latency_s=args.latency_ms / 1000,
         )
     print(json.dumps(figures, indent=2))
     return 0

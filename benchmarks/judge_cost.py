@@ -57,15 +57,21 @@ def judge_components(judge: Any) -> list[str]:
     return [*judge.component_chains(), f"judge.{judge.name}", *(f"judge.{n}" for n in judge.reused_judges())]
 
 
-async def _judge(judge_name: str, url: str, dialogues: list[Dialogue], cache_dir: Path, batch: bool = False) -> dict[str, Any]:
+async def _judge(
+    judge_name: str, url: str, dialogues: list[Dialogue], cache_dir: Path, batch: bool = False
+) -> dict[str, Any]:
     judge = _config(judge_name, batch)
     provider = LLMProvider(
-        LLMConfig(backend="openai", model="test-model", base_url=url, cache_dir=str(cache_dir), max_concurrency=32, retries=0)
+        LLMConfig(
+            backend="openai", model="test-model", base_url=url, cache_dir=str(cache_dir), max_concurrency=32, retries=0
+        )
     )
     context = RunContext(llms=provider)
     summary = JudgeRunSummary()
     try:
-        await judge_run(judge, [(d, {}) for d in dialogues], context, cache_dir / f"{judge_name}.jsonl", summary, concurrency=8)
+        await judge_run(
+            judge, [(d, {}) for d in dialogues], context, cache_dir / f"{judge_name}.jsonl", summary, concurrency=8
+        )
     finally:
         await provider.aclose()
     llm = provider.usage_summary()
@@ -85,7 +91,9 @@ def judge_costs(url: str, dialogues_path: Path, limit: int, work: Path) -> dict[
     """
     dialogues = load_run(dialogues_path.parent).dialogues[:limit]  # profiles attached (ground truth, preferences)
     out: dict[str, dict[str, Any]] = {}
-    setups = [(label, name, False) for label, name in SETUPS.items()] + [(label, name, True) for label, name in BATCHED.items()]
+    setups = [(label, name, False) for label, name in SETUPS.items()] + [
+        (label, name, True) for label, name in BATCHED.items()
+    ]
     for label, judge_name, batch in setups:
         judge = _config(judge_name, batch)
         plans = [judge.plan(d) for d in dialogues]

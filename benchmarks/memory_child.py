@@ -43,20 +43,30 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args()
     started = time.perf_counter()
-    summary = run(agenda_config(conversations=args.conversations, concurrency=args.concurrency), Path(args.output), overwrite=True)
+    summary = run(
+        agenda_config(conversations=args.conversations, concurrency=args.concurrency), Path(args.output), overwrite=True
+    )
     peak_kb = peak_rss_kb()
     wall_s = time.perf_counter() - started
     out = Path(args.output)
     profiles = out / "profiles.jsonl"
-    print(json.dumps({
-        "conversations": summary.completed + summary.failed,
-        "peak_rss_mb": round(peak_kb / 1024, 1),
-        "wall_s": round(wall_s, 2),
-        "file_mb": round((out / "dialogues.jsonl").stat().st_size / 2**20, 2),
-        "line_bytes": line_bytes(out / "dialogues.jsonl"),
-        "profiles": {"lines": sum(1 for _ in profiles.open("rb")), "file_mb": round(profiles.stat().st_size / 2**20, 2)}
-        if profiles.exists() else None,
-    }))
+    print(
+        json.dumps(
+            {
+                "conversations": summary.completed + summary.failed,
+                "peak_rss_mb": round(peak_kb / 1024, 1),
+                "wall_s": round(wall_s, 2),
+                "file_mb": round((out / "dialogues.jsonl").stat().st_size / 2**20, 2),
+                "line_bytes": line_bytes(out / "dialogues.jsonl"),
+                "profiles": {
+                    "lines": sum(1 for _ in profiles.open("rb")),
+                    "file_mb": round(profiles.stat().st_size / 2**20, 2),
+                }
+                if profiles.exists()
+                else None,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

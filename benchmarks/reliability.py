@@ -26,11 +26,11 @@ from typing import Any, Callable
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.runtime.context import RunContext
 from usersimcrs.engine.runner import run_async
 from usersimcrs.judges.base import judges
 from usersimcrs.judges.runner import JudgeRunSummary, judge_run
 from usersimcrs.llm.provider import LLMProvider
+from usersimcrs.runtime.context import RunContext
 from usersimcrs.testing.crs_servers import FAULT_KINDS, FaultPlan, GenericJSONApp, LocalCRSServer
 from usersimcrs.testing.llm_server import LLMServer, request_schema
 
@@ -76,7 +76,10 @@ def run_config(study: FaultStudy, llm_url: str, crs_url: str, cache_dir: Path) -
             "concurrency": study.concurrency,
             "max_turns": 4,
             "conversation_timeout_s": 60,
-            "items": {"path": str(ROOT / "configs/data/tiny_movies.csv"), "delimiters": {"genres": "|", "keywords": "|"}},
+            "items": {
+                "path": str(ROOT / "configs/data/tiny_movies.csv"),
+                "delimiters": {"genres": "|", "keywords": "|"},
+            },
             "ratings": {"path": str(ROOT / "configs/data/tiny_ratings.csv")},
             "llm": {
                 "backend": "openai",
@@ -115,12 +118,21 @@ async def _judge(dialogues: list[Dialogue], llm_url: str, out: Path, cache_dir: 
     judge = judges.get("quality")(judges.get("quality").Config())
     provider = LLMProvider(
         LLMConfig(
-            backend="openai", model="test-model", base_url=llm_url, retries=3, backoff_s=0.01, max_wait_s=0.05,
-            timeout_s=5, max_concurrency=32, cache_dir=str(cache_dir),
+            backend="openai",
+            model="test-model",
+            base_url=llm_url,
+            retries=3,
+            backoff_s=0.01,
+            max_wait_s=0.05,
+            timeout_s=5,
+            max_concurrency=32,
+            cache_dir=str(cache_dir),
         )  # fmt: skip
     )
     try:
-        await judge_run(judge, [(d, {}) for d in dialogues], RunContext(llms=provider), out, JudgeRunSummary(), concurrency=8)
+        await judge_run(
+            judge, [(d, {}) for d in dialogues], RunContext(llms=provider), out, JudgeRunSummary(), concurrency=8
+        )
     finally:
         await provider.aclose()
     return list(iter_jsonl(out))
@@ -136,9 +148,10 @@ async def fault_study(study: FaultStudy, work: Path, *, faults: bool = True) -> 
     )
     llm_faults = {"malformed": study.llm_fault_share * 2 / 3, "empty": study.llm_fault_share / 3} if faults else {}
     judge_share = study.judge_no_score_share if faults else 0.0
-    with LLMServer(replies=judge_replies(judge_share), fault_share=llm_faults, seed=study.seed, hang_s=2) as llm, LocalCRSServer(
-        GenericJSONApp(), crs_plan
-    ) as crs:
+    with (
+        LLMServer(replies=judge_replies(judge_share), fault_share=llm_faults, seed=study.seed, hang_s=2) as llm,
+        LocalCRSServer(GenericJSONApp(), crs_plan) as crs,
+    ):
         config = run_config(study, llm.openai_url, crs.url, work / "cache")
         started = time.perf_counter()
         summary = await run_async(config, work / "run", overwrite=True)

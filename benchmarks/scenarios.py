@@ -13,10 +13,10 @@ from typing import Any
 from benchmarks.setups import agenda_config, llm_user_config
 from benchmarks.timing import TimedLLMs
 from usersimcrs.config import RunConfig
-from usersimcrs.llm.config import LLMConfig
 from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.engine.loop import run_coroutine
 from usersimcrs.engine.runner import build_context, close_context, run_async
+from usersimcrs.llm.config import LLMConfig
 
 LATENCY_S = 0.05
 CONCURRENCY = (1, 8, 32, 64)
@@ -42,11 +42,20 @@ class Sizes:
 
 
 QUICK = Sizes(
-    repeats=1, agenda_conversations=300, memory_sizes=(500, 5_000), judged_conversations=3, retrieval_c1_conversations=40,
-    per_slot=8, high_per_slot=4,
+    repeats=1,
+    agenda_conversations=300,
+    memory_sizes=(500, 5_000),
+    judged_conversations=3,
+    retrieval_c1_conversations=40,
+    per_slot=8,
+    high_per_slot=4,
 )
 FULL = Sizes(
-    repeats=3, agenda_conversations=1_000, memory_sizes=(1_000, 10_000), judged_conversations=10, retrieval_c1_conversations=100,
+    repeats=3,
+    agenda_conversations=1_000,
+    memory_sizes=(1_000, 10_000),
+    judged_conversations=10,
+    retrieval_c1_conversations=100,
     high_conversations=2_048,  # 16 per slot at C = 128: the ramp-down at the end weighs half as much as in --quick
 )
 
@@ -126,6 +135,7 @@ def b1_conversations(sizes: Sizes, concurrency: int) -> int:
 
 def concurrency_runs(url: str, sizes: Sizes, work: Path, client: str = "official") -> dict[int | str, RunFigures]:
     """B1 at each concurrency, plus B2's 200 conversations at C=32 (after a warm-up that pays the imports)."""
+
     def run(n: int, c: int, name: str) -> RunFigures:
         return timed_run(llm_user_config(url, conversations=n, concurrency=c, client=client), work / f"{client}-{name}")
 
@@ -144,6 +154,7 @@ def concurrency_runs(url: str, sizes: Sizes, work: Path, client: str = "official
 
 def retrieval_runs(url: str, sizes: Sizes, work: Path, client: str = "official") -> dict[str, RunFigures]:
     """The LLM user against the BM25 CRS: at C=32 (B1's CRS-bound variant) and at C=1 (B4's share)."""
+
     def run(n: int, c: int, name: str) -> RunFigures:
         config = llm_user_config(url, conversations=n, concurrency=c, crs="retrieval", client=client)
         return timed_run(config, work / f"{client}-{name}")
@@ -189,8 +200,13 @@ def b1_efficiency(runs: dict[str, dict[Any, RunFigures]], retrieval: dict[str, d
     figures["headline_client"] = client
     value = figures[client]["C=32"]["efficiency"]
     return Scenario(
-        "B1", "concurrency efficiency (LLM user, L=50 ms)", f"efficiency at C=32 ({client} client)", value, ">= 0.9",
-        value >= 0.9, figures,
+        "B1",
+        "concurrency efficiency (LLM user, L=50 ms)",
+        f"efficiency at C=32 ({client} client)",
+        value,
+        ">= 0.9",
+        value >= 0.9,
+        figures,
     )
 
 
@@ -199,8 +215,14 @@ def high_concurrency_figures(llm_url: str, crs_url: str, sizes: Sizes, work: Pat
     from benchmarks.high_concurrency import high_concurrency_runs
 
     return high_concurrency_runs(
-        llm_url, crs_url, work, clients=CLIENTS, concurrency=HIGH_CONCURRENCY, per_slot=sizes.high_per_slot,
-        minimum=sizes.high_conversations, latency_s=HIGH_LATENCY_S,
+        llm_url,
+        crs_url,
+        work,
+        clients=CLIENTS,
+        concurrency=HIGH_CONCURRENCY,
+        per_slot=sizes.high_per_slot,
+        minimum=sizes.high_conversations,
+        latency_s=HIGH_LATENCY_S,
     )
 
 
@@ -211,9 +233,20 @@ def b1_high_rows(figures: dict[str, Any]) -> list[Scenario]:
     where = f"C=128, L=200 ms, iEvaLM CRS, {client} client"
     eff, per_call, per_conv = at["efficiency"], at["cpu_ms_per_llm_call"], at["cpu_ms_per_conversation"]
     return [
-        Scenario("B1-128", "concurrency efficiency at C=128", f"efficiency ({where})", eff, ">= 0.85", eff >= 0.85, figures),
-        Scenario("B1-cpu", "engine CPU per LLM call", f"CPU ms / LLM call ({where})", per_call, "<= 1", per_call <= 1.0),
-        Scenario("B1-conv", "engine CPU per conversation", f"CPU ms / conversation ({where})", per_conv, "<= 8", per_conv <= 8.0),
+        Scenario(
+            "B1-128", "concurrency efficiency at C=128", f"efficiency ({where})", eff, ">= 0.85", eff >= 0.85, figures
+        ),
+        Scenario(
+            "B1-cpu", "engine CPU per LLM call", f"CPU ms / LLM call ({where})", per_call, "<= 1", per_call <= 1.0
+        ),
+        Scenario(
+            "B1-conv",
+            "engine CPU per conversation",
+            f"CPU ms / conversation ({where})",
+            per_conv,
+            "<= 8",
+            per_conv <= 8.0,
+        ),
     ]
 
 
@@ -224,7 +257,15 @@ def b7_first_conversation(llm_url: str, crs_url: str, work: Path, repeats: int =
     runs = [time_to_first_conversation(llm_url, crs_url, work / "b7") for _ in range(repeats)]
     value = sorted(r["first_conversation_s"] for r in runs)[len(runs) // 2]
     figures = {"runs": runs, "llm_latency_ms": LATENCY_S * 1000, "crs": "iEvaLM test server (own process)"}
-    return Scenario("B7", "time to first conversation", "s from `usersimcrs run` start to the first record", value, "<= 1", value <= 1.0, figures)
+    return Scenario(
+        "B7",
+        "time to first conversation",
+        "s from `usersimcrs run` start to the first record",
+        value,
+        "<= 1",
+        value <= 1.0,
+        figures,
+    )
 
 
 def _speedup(runs: dict[Any, RunFigures]) -> dict[str, Any]:
@@ -244,14 +285,20 @@ def b2_speedup(runs: dict[str, dict[Any, RunFigures]]) -> Scenario:
     best = _best_client({client: figures[client]["speedup"] for client in runs})
     figures["headline_client"] = best
     value = figures[best]["speedup"]
-    return Scenario("B2", "speedup C=1 -> C=32", f"wall(C=1) / wall(C=32) ({best} client)", value, ">= 25", value >= 25, figures)
+    return Scenario(
+        "B2", "speedup C=1 -> C=32", f"wall(C=1) / wall(C=32) ({best} client)", value, ">= 25", value >= 25, figures
+    )
 
 
 def b3_cached_rerun(url: str, sizes: Sizes, work: Path) -> Scenario:
     """The same run twice against one response cache: the second must make no LLM call."""
     cache = str(work / "b3-cache")
-    first = timed_run(llm_user_config(url, conversations=sizes.conversations, concurrency=32, cache_dir=cache), work / "b3-first")
-    second = timed_run(llm_user_config(url, conversations=sizes.conversations, concurrency=32, cache_dir=cache), work / "b3-second")
+    first = timed_run(
+        llm_user_config(url, conversations=sizes.conversations, concurrency=32, cache_dir=cache), work / "b3-first"
+    )
+    second = timed_run(
+        llm_user_config(url, conversations=sizes.conversations, concurrency=32, cache_dir=cache), work / "b3-second"
+    )
     same = _texts(work / "b3-first") == _texts(work / "b3-second")
     figures = {
         "first": {"llm_calls": first.llm_calls, "cache_hits": first.cache_hits, "wall_s": round(first.wall_s, 3)},
@@ -259,7 +306,15 @@ def b3_cached_rerun(url: str, sizes: Sizes, work: Path) -> Scenario:
         "wall_ratio_first_over_second": round(first.wall_s / second.wall_s, 1),
         "identical_conversations": same,
     }
-    return Scenario("B3", "cached rerun", "LLM calls in the rerun", second.llm_calls, "== 0", second.llm_calls == 0 and same, figures)
+    return Scenario(
+        "B3",
+        "cached rerun",
+        "LLM calls in the rerun",
+        second.llm_calls,
+        "== 0",
+        second.llm_calls == 0 and same,
+        figures,
+    )
 
 
 def _texts(run_dir: Path) -> dict[str, list[str]]:
@@ -306,8 +361,13 @@ def b4_overhead(
             }
     not_waiting = figures[f"llm_user_c1_{headline_client}"]["share_not_waiting_on_llm_call"]
     return Scenario(
-        "B4", "engine overhead", f"toolkit share of wall (50 ms LLM, {headline_client} client)", not_waiting, "<= 0.05",
-        not_waiting <= 0.05, figures,
+        "B4",
+        "engine overhead",
+        f"toolkit share of wall (50 ms LLM, {headline_client} client)",
+        not_waiting,
+        "<= 0.05",
+        not_waiting <= 0.05,
+        figures,
     )
 
 
@@ -327,7 +387,15 @@ def b5_memory(sizes: Sizes, work: Path) -> Scenario:
 
 
 def _child_peak(conversations: int, out_dir: Path) -> dict[str, Any]:
-    command = [sys.executable, "-m", "benchmarks.memory_child", "--conversations", str(conversations), "--output", str(out_dir)]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.memory_child",
+        "--conversations",
+        str(conversations),
+        "--output",
+        str(out_dir),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1])
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -339,4 +407,6 @@ def b6_judge_cost(url: str, sizes: Sizes, work: Path) -> Scenario:
     dialogues_path = work / "b4-agenda" / "dialogues.jsonl"
     figures = judge_costs(url, dialogues_path, sizes.judged_conversations, work)
     cached_calls = sum(f["rerun_llm_calls"] for f in figures.values())
-    return Scenario("B6", "judge cost", "LLM calls in cached re-judging", cached_calls, "== 0", cached_calls == 0, figures)
+    return Scenario(
+        "B6", "judge cost", "LLM calls in cached re-judging", cached_calls, "== 0", cached_calls == 0, figures
+    )

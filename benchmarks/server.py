@@ -29,4 +29,3 @@ def llm_server(latency_ms: float, *, jitter_ms: float = 0.0, seed: int = 0) -> I
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-

@@ -11,7 +11,7 @@ from usersimcrs.llm.base import LLM, LLMResult
 class TimedLLM(LLM):
     """Forwards to an LLM and adds the wall time of each call to its source's total."""
 
-    def __init__(self, inner: LLM, source: "TimedLLMs") -> None:
+    def __init__(self, inner: LLM, source: TimedLLMs) -> None:
         self.inner = inner
         self.source = source
         self.backend = getattr(inner, "backend", "")

@@ -80,12 +80,16 @@ def install_minimal_transport() -> None:
             body["seed"] = seed
         if schema is not None:
             body["response_format"] = openai_chat.response_format(schema)
-        _, raw = await pool.post(url.path.rstrip("/") + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
+        _, raw = await pool.post(
+            url.path.rstrip("/") + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
         data = json.loads(raw)
         usage = data.get("usage") or {}
         return LLMResult(
             text=data["choices"][0]["message"]["content"] or "",
-            usage=Usage(prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0)),
+            usage=Usage(
+                prompt_tokens=usage.get("prompt_tokens", 0), completion_tokens=usage.get("completion_tokens", 0)
+            ),
             model=self.model,
             backend="openai",
         )

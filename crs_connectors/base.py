@@ -52,7 +52,7 @@ class CRSConnector(ABC):
 
     Config: ClassVar[type[ConnectorConfig]] = ConnectorConfig
 
-    def __init__(self, config: ConnectorConfig, context: "RunContext") -> None:
+    def __init__(self, config: ConnectorConfig, context: RunContext) -> None:
         self.config = config
         self.context = context
 
@@ -88,7 +88,7 @@ connectors: Registry[type[CRSConnector]] = Registry(
 )
 
 
-def build_connector(section: dict[str, Any], context: "RunContext", *, source: str = "config") -> CRSConnector:
+def build_connector(section: dict[str, Any], context: RunContext, *, source: str = "config") -> CRSConnector:
     """The connector a `crs:` section describes (validated; wrapped by the recorder when `record_to` is set)."""
     from usersimcrs.config import validate_section
     from usersimcrs.errors import ConfigError
@@ -100,7 +100,7 @@ def build_connector(section: dict[str, Any], context: "RunContext", *, source: s
     return instantiate(cls, config, context)
 
 
-def instantiate(cls: type[CRSConnector], config: ConnectorConfig, context: "RunContext") -> CRSConnector:
+def instantiate(cls: type[CRSConnector], config: ConnectorConfig, context: RunContext) -> CRSConnector:
     """One connector for one conversation, wrapped by the recorder when its config sets `record_to`."""
     connector = cls(config, context)
     if config.record_to:

@@ -25,7 +25,9 @@ class CRSArenaConfig(HTTPOptions):
     """Options of the CRS Arena connector (the defaults match a locally started iEvaLM server)."""
 
     url: str = "http://127.0.0.1:5005/"
-    title_mentions: bool = Field(True, description="without a list, take 'Title (Year)' mentions found in the collection")
+    title_mentions: bool = Field(
+        True, description="without a list, take 'Title (Year)' mentions found in the collection"
+    )
 
 
 class CRSArenaConnector(HTTPConnectorBase):

@@ -41,7 +41,7 @@ class HTTPConfig(HTTPOptions):
     join_with: str = "\n"
 
     @model_validator(mode="after")
-    def _check_paths(self) -> "HTTPConfig":
+    def _check_paths(self) -> HTTPConfig:
         parse_path(self.text_path)
         if self.items_path:
             parse_path(self.items_path)

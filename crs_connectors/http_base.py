@@ -42,7 +42,7 @@ class HTTPConnectorBase(CRSConnector):
         return await self.transport.call("GET", self.health_url(), read, retries=0)
 
     @property
-    def items(self) -> "ItemCollection | None":
+    def items(self) -> ItemCollection | None:
         """The run's item collection (None when the run has none)."""
         return getattr(self.context, "items", None)
 

@@ -59,7 +59,9 @@ def to_reply(result: Any, items_collection: Any, *, parse_text: bool) -> CRSRepl
     elif isinstance(result, dict):
         text, raw_items, raw = result.get("text"), result.get("items"), result.get("raw")
     else:
-        raise ConnectorError(f"in-process CRS returned {type(result).__name__}; expected text, (text, items), dict or CRSReply")
+        raise ConnectorError(
+            f"in-process CRS returned {type(result).__name__}; expected text, (text, items), dict or CRSReply"
+        )
     if not isinstance(text, str):
         raise ConnectorError("in-process CRS reply has no text")
     refs: list[ItemRef] = []
@@ -143,7 +145,9 @@ class PythonConnector(InProcessConnector):
 
     def __init__(self, config: PythonConfig, context: Any) -> None:
         super().__init__(config, context)
-        self.model, self.function, self.arity = bind_target(_import_dotted(config.target), config.target, config.options)
+        self.model, self.function, self.arity = bind_target(
+            _import_dotted(config.target), config.target, config.options
+        )
         self.items_from_text = config.items_from_text
 
 
@@ -167,7 +171,8 @@ def _positional_arity(function: Callable[..., Any]) -> int:
     """1 for ``f(text)``, 2 for ``f(history, user_utterance)``."""
     try:
         parameters = [
-            p for p in inspect.signature(function).parameters.values()
+            p
+            for p in inspect.signature(function).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
         ]
     except (TypeError, ValueError):

@@ -35,7 +35,7 @@ def parse_recommendation_list(text: str) -> list[str]:
     lines = text.splitlines()
     header = _LIST_HEADER.search(text)
     if header:
-        after = text[header.end():]
+        after = text[header.end() :]
         inline_and_rest = after.splitlines()
         titles: list[str] = []
         for index, line in enumerate(inline_and_rest):
@@ -92,7 +92,9 @@ def items_from_text(text: str, items: ItemCollection | None, *, mentions: bool =
     return resolve_titles(titles, items)
 
 
-def ref_from_value(value: object, items: ItemCollection | None, *, id_field: str | None, title_field: str | None) -> ItemRef | None:
+def ref_from_value(
+    value: object, items: ItemCollection | None, *, id_field: str | None, title_field: str | None
+) -> ItemRef | None:
     """An item reference from a JSON value: a scalar (an ID if the collection knows it, else a title)
     or an object with ID / title fields."""
     from crs_connectors.json_paths import first_value

@@ -112,7 +112,9 @@ class ReplayConnector(CRSConnector):
         super().__init__(config, context)
         key = f"replay:{Path(config.path).expanduser().resolve()}"
         shared = getattr(context, "shared", None)
-        self.table = shared(key, lambda: load_recordings(config.path)) if callable(shared) else load_recordings(config.path)
+        self.table = (
+            shared(key, lambda: load_recordings(config.path)) if callable(shared) else load_recordings(config.path)
+        )
         self.conversation_id: str | None = None
         self.turn = 0
 

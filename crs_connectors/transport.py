@@ -259,7 +259,9 @@ class HTTPTransport:
             return await self._attempt_httpx(method, url, headers, content)
         return await self._attempt_aiohttp(method, url, headers, content)
 
-    async def _attempt_aiohttp(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> HTTPAnswer:
+    async def _attempt_aiohttp(
+        self, method: str, url: str, headers: dict[str, str], content: bytes | None
+    ) -> HTTPAnswer:
         import aiohttp
 
         timeout = self.options.timeout_s
@@ -294,7 +296,9 @@ class HTTPTransport:
             cookies = self._jar.filter_cookies(request_url)
             if cookies:
                 headers = {**headers, "Cookie": "; ".join(f"{name}={m.coded_value}" for name, m in cookies.items())}
-        async with session.request(method, request_url, headers=headers, data=content, allow_redirects=False) as response:
+        async with session.request(
+            method, request_url, headers=headers, data=content, allow_redirects=False
+        ) as response:
             if self.keep_cookies and response.cookies:
                 if self._jar is None:
                     import aiohttp
@@ -338,7 +342,9 @@ class HTTPTransport:
 
         client = self.client
         timeout = httpx.Timeout(self.options.timeout_s)
-        request = httpx.Request(method, url, headers=headers, content=content, extensions={"timeout": timeout.as_dict()})
+        request = httpx.Request(
+            method, url, headers=headers, content=content, extensions={"timeout": timeout.as_dict()}
+        )
         if self.keep_cookies:
             if self._jar is None:
                 self._jar = httpx.Cookies()

@@ -66,7 +66,9 @@ class ConversionReport(BaseModel):
     counts_dropped: dict[str, int] = Field(default_factory=dict)
     dropped: list[DroppedRecord] = Field(default_factory=list)
     warnings: dict[str, WarningSummary] = Field(default_factory=dict)
-    partial: list[PartialOutput] = Field(default_factory=list, description="outputs smaller than their input, by design")
+    partial: list[PartialOutput] = Field(
+        default_factory=list, description="outputs smaller than their input, by design"
+    )
     files: list[str] = Field(default_factory=list)
 
     def count_in(self, key: str, n: int = 1) -> None:
@@ -97,9 +99,7 @@ class ConversionReport(BaseModel):
             raise DataError(f"{where}: {reason}")
         self.drop(where, reason, record_id, counts)
 
-    def drop(
-        self, where: str, reason: str, record_id: str | None = None, counts: dict[str, int] | None = None
-    ) -> None:
+    def drop(self, where: str, reason: str, record_id: str | None = None, counts: dict[str, int] | None = None) -> None:
         """A record left out (malformed, or filtered on purpose), with what it held in `counts`."""
         counts = dict(counts or {})
         self.dropped.append(DroppedRecord(where=where, reason=reason, record_id=record_id, counts=counts))

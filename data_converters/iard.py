@@ -48,7 +48,11 @@ def resolve_mentions(text: str, catalogue: ItemCollection) -> tuple[str, list[di
 
 
 def acts_for(
-    codes: list[str], table: dict[str, dict[str, Any]], mentions: list[dict[str, Any]], report: ConversionReport, where: str
+    codes: list[str],
+    table: dict[str, dict[str, Any]],
+    mentions: list[dict[str, Any]],
+    report: ConversionReport,
+    where: str,
 ) -> list[DialogueAct]:
     """Sub-intent codes -> dialogue acts via one role's `table`; unknown codes are kept verbatim and reported."""
     acts = []
@@ -110,7 +114,10 @@ class IARDConverter(Converter):
                     for mention in utt.annotation("items", []):
                         if mention["id"] not in items:
                             known = catalogue.get(mention["id"])
-                            items.add(known or Item(id=mention["id"], title=mention["title"], year=split_year(mention["title"])[1]))
+                            items.add(
+                                known
+                                or Item(id=mention["id"], title=mention["title"], year=split_year(mention["title"])[1])
+                            )
                 output.dialogues.append(dialogue)
                 output.needs.append(need)
                 output.profiles.append(profile)
@@ -119,9 +126,12 @@ class IARDConverter(Converter):
         if len(catalogue):
             from_catalogue = sum(item.id in catalogue for item in items)
             report.written_in_part(
-                "movies", read=len(catalogue), written=len(items),
+                "movies",
+                read=len(catalogue),
+                written=len(items),
                 reason="only movies mentioned in the converted dialogues are written",
-                from_movie_list=from_catalogue, mentioned_but_not_in_movie_list=len(items) - from_catalogue,
+                from_movie_list=from_catalogue,
+                mentioned_but_not_in_movie_list=len(items) - from_catalogue,
             )
         return output
 

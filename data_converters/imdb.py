@@ -107,7 +107,13 @@ class IMDBConverter(Converter):
         return output
 
     def _user(
-        self, user_id: str, reviews: Any, items: ItemCollection, output: ConversionOutput, report: ConversionReport, where: str
+        self,
+        user_id: str,
+        reviews: Any,
+        items: ItemCollection,
+        output: ConversionOutput,
+        report: ConversionReport,
+        where: str,
     ) -> None:
         report.count_in("users")
         given: dict[str, Any] = {}
@@ -135,7 +141,10 @@ class IMDBConverter(Converter):
             targets = [r for r in valid if id(r) in target_ids]
         else:
             seen, targets = split_seen_targets(
-                valid, lambda r: parse_rating(r.get("rating")), seed=self.options.seed, user_id=user_id,
+                valid,
+                lambda r: parse_rating(r.get("rating")),
+                seed=self.options.seed,
+                user_id=user_id,
                 holdout=self.options.holdout,
             )
         if not targets:
@@ -189,7 +198,7 @@ class IMDBConverter(Converter):
     def _title_basics(self, path: Path, items: ItemCollection, report: ConversionReport, *, only_known: bool) -> None:
         if "tconst" not in header_of(path, "\t"):
             raise DataError(f"{path}: missing column 'tconst' (expected an IMDb title.basics.tsv)")
-        for line, row in iter_tsv_rows(path, TITLE_BASICS, lambda w, r: self.bad(report, w, r)):
+        for _line, row in iter_tsv_rows(path, TITLE_BASICS, lambda w, r: self.bad(report, w, r)):
             report.count_in("titles")
             tconst = row["tconst"].strip()
             item = items.get(tconst)
@@ -202,7 +211,11 @@ class IMDBConverter(Converter):
                 items.add(item)
             if year and year.isdigit():
                 item.year = int(year)
-            for column, slot, sep in (("genres", "genres", ","), ("runtimeMinutes", "runtime_minutes", None), ("titleType", "title_type", None)):
+            for column, slot, sep in (
+                ("genres", "genres", ","),
+                ("runtimeMinutes", "runtime_minutes", None),
+                ("titleType", "title_type", None),
+            ):
                 value = clean(row.get(column))
                 if value and not item.attributes.get(slot):
                     item.attributes[slot] = [v.strip() for v in value.split(sep)] if sep else [value]
@@ -212,4 +225,3 @@ class IMDBConverter(Converter):
 def _normalized(rating: float) -> float:
     low, high = RATING_SCALE
     return max(-1.0, min(1.0, 2.0 * (rating - low) / (high - low) - 1.0))
-

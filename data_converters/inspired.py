@@ -138,7 +138,9 @@ class InspiredConverter(Converter):
                 out[row["dialog_id"].strip()] = {k: clean(v) for k, v in row.items() if k != "dialog_id"}
         return out
 
-    def _dialogue(self, did: str, rows: list[tuple[str, dict[str, str]]], report: ConversionReport) -> tuple[Dialogue, NeedRecord]:
+    def _dialogue(
+        self, did: str, rows: list[tuple[str, dict[str, str]]], report: ConversionReport
+    ) -> tuple[Dialogue, NeedRecord]:
         dialogue = Dialogue(conversation_id=did, user_id="SEEKER", agent_id="RECOMMENDER")
         dicts: dict[str, list[str]] = {c: [] for c in DICT_COLUMNS}
         labels: dict[str, list[str | None]] = {"fine_label": [], "coarse_label": [], "movie_id": []}
@@ -191,7 +193,11 @@ class InspiredConverter(Converter):
             report.warn("no_outcome", f"{did}: no accept/reject label")
         accepted = (coarse or fine or "").startswith("accept") if (coarse or fine) else None
         recommended = accepted_movies(dialogue)
-        titles = list(dict.fromkeys([*parsed["movie_dict"], *(t for u in dialogue.utterances for t in u.annotation("movies", []))]))
+        titles = list(
+            dict.fromkeys(
+                [*parsed["movie_dict"], *(t for u in dialogue.utterances for t in u.annotation("movies", []))]
+            )
+        )
         dialogue.metadata = {
             "dataset": "inspired",
             "source": rows[0][0],

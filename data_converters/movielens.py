@@ -45,7 +45,9 @@ class MovieLensConverter(Converter):
                     items.add(item)
                 report.count_in("items", len(items) - before)
             else:
-                raise DataError(f"{path}: not a MovieLens file (expected movieId,title,genres or userId,movieId,rating)")
+                raise DataError(
+                    f"{path}: not a MovieLens file (expected movieId,title,genres or userId,movieId,rating)"
+                )
         for path in rating_files:
             self._ratings(path, items, output, report)
         users = len({row.user_id for row in output.ratings})
@@ -72,14 +74,20 @@ class MovieLensConverter(Converter):
             try:
                 rating = float(row["rating"])
             except ValueError:
-                self.bad(report, f"{path}:{line}: column 'rating'", f"not a number: {row['rating']!r}", counts={"ratings": 1})
+                self.bad(
+                    report, f"{path}:{line}: column 'rating'", f"not a number: {row['rating']!r}", counts={"ratings": 1}
+                )
                 continue
             item_id = row["movieId"].strip()
             if items and item_id not in items:
                 unknown += 1
-            output.ratings.append(RatingRow(row["userId"].strip(), item_id, rating, (row.get("timestamp") or "").strip()))
+            output.ratings.append(
+                RatingRow(row["userId"].strip(), item_id, rating, (row.get("timestamp") or "").strip())
+            )
         if unknown:
-            report.warn("ratings_of_unknown_items", f"{path}: {unknown} rating(s) of movies not in the item files (kept)")
+            report.warn(
+                "ratings_of_unknown_items", f"{path}: {unknown} rating(s) of movies not in the item files (kept)"
+            )
 
     def _profiles(self, output: ConversionOutput, items: ItemCollection) -> None:
         ratings = Ratings(scale=(0.5, 5.0))
@@ -96,7 +104,11 @@ class MovieLensConverter(Converter):
                 need=need,
                 preferences=Preferences(items={i: ratings.normalized(r) for i, r in seen}),
                 seen_items=[SeenItem(item=_ref(items, i), rating=r) for i, r in seen],
-                metadata={"dataset": "movielens", "seen/target": f"{len(seen)} / {len(targets)}", "split_seed": self.options.seed},
+                metadata={
+                    "dataset": "movielens",
+                    "seen/target": f"{len(seen)} / {len(targets)}",
+                    "split_seed": self.options.seed,
+                },
             )
             output.profiles.append(profile)
             output.needs.append(NeedRecord(conversation_id=f"movielens:{user_id}", need=need))

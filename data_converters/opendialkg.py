@@ -84,7 +84,11 @@ def _path_of(message: dict[str, Any]) -> dict[str, Any]:
     raw = (message.get("metadata") or {}).get("path")
     if not isinstance(raw, list) or len(raw) < 2:
         return {}
-    return {"score": raw[0], "triples": raw[1] if isinstance(raw[1], list) else [], "text": raw[2] if len(raw) > 2 else None}
+    return {
+        "score": raw[0],
+        "triples": raw[1] if isinstance(raw[1], list) else [],
+        "text": raw[2] if len(raw) > 2 else None,
+    }
 
 
 def introduced_by(dialogue: Dialogue, path_items: list[list[str]]) -> dict[str, str]:
@@ -172,6 +176,7 @@ class OpenDialKGConverter(Converter):
                     continue
                 yield where, index, row
             return
+
         def on_bad(where: str, reason: str) -> None:
             report.count_in("dialogues")
             self.bad(report, where, reason, counts={"dialogues": 1})
@@ -215,7 +220,9 @@ class OpenDialKGConverter(Converter):
                     report.warn("kg_path_malformed", f"{where}: Messages[{position}]")
             else:
                 text = (message.get("metadata") or {}).get("text")
-                meta_messages.append({"sender": sender, "action_id": message.get("action_id"), "text": text, "position": position})
+                meta_messages.append(
+                    {"sender": sender, "action_id": message.get("action_id"), "text": text, "position": position}
+                )
         unattached = [p for paths in pending.values() for p in paths]
         if unattached:
             report.warn("kg_path_without_message", f"{where}: {len(unattached)} path(s) after the last message")

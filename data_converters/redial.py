@@ -184,10 +184,12 @@ def need_and_profile(
         if f["suggested"] is True and f["liked"] is True
     ]
     target_ids = {t.id for t in targets}
-    own_liked = [
-        mid for mid in first_by if first_by[mid] == USER and feedback.get(mid, {}).get("liked") is True
-    ] or [mid for mid, f in feedback.items() if f["suggested"] is False and f["liked"] is True]
-    constraints = {"similar_to": feedback[own_liked[0]]["title"]} if own_liked and feedback[own_liked[0]]["title"] else {}
+    own_liked = [mid for mid in first_by if first_by[mid] == USER and feedback.get(mid, {}).get("liked") is True] or [
+        mid for mid, f in feedback.items() if f["suggested"] is False and f["liked"] is True
+    ]
+    constraints = (
+        {"similar_to": feedback[own_liked[0]]["title"]} if own_liked and feedback[own_liked[0]]["title"] else {}
+    )
     need = InformationNeed(constraints=constraints, targets=targets)
     preferences = Preferences(
         items={
@@ -280,5 +282,7 @@ def classify_inputs(inputs: list[Path]) -> tuple[list[Path], list[Path], list[Pa
         elif "title" in header and "movieId" in header:
             metadata.append(path)
         else:
-            raise DataError(f"{path}: not a ReDial file (expected *.jsonl, movies_with_mentions.csv or a MovieLens movies.csv)")
+            raise DataError(
+                f"{path}: not a ReDial file (expected *.jsonl, movies_with_mentions.csv or a MovieLens movies.csv)"
+            )
     return dialogues, catalogues, metadata

@@ -10,7 +10,9 @@ from data_converters.writer import write_output
 from usersimcrs.errors import DataError
 
 
-def convert(name: str, inputs: Sequence[str | Path], output_dir: str | Path, options: ConvertOptions | None = None) -> ConversionReport:
+def convert(
+    name: str, inputs: Sequence[str | Path], output_dir: str | Path, options: ConvertOptions | None = None
+) -> ConversionReport:
     """Convert `inputs` with the converter registered as `name` into `output_dir`."""
     options = options or ConvertOptions()
     converter = converters.get(name)(options)
@@ -18,9 +20,7 @@ def convert(name: str, inputs: Sequence[str | Path], output_dir: str | Path, opt
     for path in paths:
         if not path.is_file():
             raise DataError(f"{path}: no such file")
-    report = ConversionReport(
-        dataset=name, inputs=[str(p) for p in paths], options=options.model_dump(mode="json")
-    )
+    report = ConversionReport(dataset=name, inputs=[str(p) for p in paths], options=options.model_dump(mode="json"))
     output = converter.convert(paths, report)
     write_output(output, report, output_dir)
     return report

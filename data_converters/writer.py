@@ -35,7 +35,11 @@ PROFILES = "profiles.jsonl"
 RATINGS = "ratings.csv"
 REPORT = "conversion_report.json"
 OWN_FILES = (DIALOGUES, DIALOGUEKIT, ITEMS, ITEMS_MAPPING, NEEDS, PROFILES, RATINGS, REPORT)
-DERIVED = ("information_needs.llm.jsonl", "annotation_report.dialogue-acts.json", "annotation_report.information-need.json")
+DERIVED = (
+    "information_needs.llm.jsonl",
+    "annotation_report.dialogue-acts.json",
+    "annotation_report.information-need.json",
+)
 CELLS_DIR = "cells"
 MATRIX_INDEX = "matrix.json"
 
@@ -116,19 +120,40 @@ def _write_cells(out: Path, cells: list[CellRun], dataset: str) -> list[str]:
         folder = out / CELLS_DIR / cell.name
         folder.mkdir(parents=True, exist_ok=True)
         _write_jsonl(folder / DIALOGUES, cell.dialogues)
-        manifest = {"name": cell.name, "status": "completed", "source": "convert", "dataset": dataset,
-                    "dialogues": {"completed": sum(d.status == "ok" for d in cell.dialogues),
-                                  "failed": sum(d.status == "failed" for d in cell.dialogues)},
-                    **cell.manifest}
+        manifest = {
+            "name": cell.name,
+            "status": "completed",
+            "source": "convert",
+            "dataset": dataset,
+            "dialogues": {
+                "completed": sum(d.status == "ok" for d in cell.dialogues),
+                "failed": sum(d.status == "failed" for d in cell.dialogues),
+            },
+            **cell.manifest,
+        }
         (folder / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
         files += [f"{CELLS_DIR}/{cell.name}/{DIALOGUES}", f"{CELLS_DIR}/{cell.name}/manifest.json"]
-    axes = {"simulators": sorted({c.simulator for c in cells}), "crs": sorted({c.crs for c in cells}),
-            "datasets": sorted({c.dataset for c in cells})}
+    axes = {
+        "simulators": sorted({c.simulator for c in cells}),
+        "crs": sorted({c.crs for c in cells}),
+        "datasets": sorted({c.dataset for c in cells}),
+    }
     index = {
-        "name": dataset, "source": "convert", "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "name": dataset,
+        "source": "convert",
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "axes": axes,
-        "cells": [{"name": c.name, "simulator": c.simulator, "crs": c.crs, "dataset": c.dataset,
-                   "run_dir": f"{CELLS_DIR}/{c.name}", "status": _cell_status(c)} for c in cells],
+        "cells": [
+            {
+                "name": c.name,
+                "simulator": c.simulator,
+                "crs": c.crs,
+                "dataset": c.dataset,
+                "run_dir": f"{CELLS_DIR}/{c.name}",
+                "status": _cell_status(c),
+            }
+            for c in cells
+        ],
     }
     (out / MATRIX_INDEX).write_text(json.dumps(index, indent=1), encoding="utf-8")
     return files + [MATRIX_INDEX]

@@ -37,7 +37,9 @@ def catalogue() -> ItemCollection:
     )
 
 
-def comedy_fan(user_id: str = "u7", *, requests: list[str] | None = None, targets: list[str] | None = None) -> UserProfile:
+def comedy_fan(
+    user_id: str = "u7", *, requests: list[str] | None = None, targets: list[str] | None = None
+) -> UserProfile:
     """Wants a comedy whose director they ask about; target Superbad; seen Airplane!; dislikes horror."""
     items = catalogue()
     target_ids = targets if targets is not None else ["4"]
@@ -76,7 +78,9 @@ def policy_for(profile: UserProfile, seed: int = 0, **settings) -> AgendaPolicy:
     )
 
 
-def simulator(profile: UserProfile | None = None, seed: int = 0, context: RunContext | None = None, **config) -> AgendaSimulator:  # type: ignore[no-untyped-def]
+def simulator(
+    profile: UserProfile | None = None, seed: int = 0, context: RunContext | None = None, **config
+) -> AgendaSimulator:  # type: ignore[no-untyped-def]
     ctx = context or RunContext(items=catalogue())
     return AgendaSimulator(AgendaSimulator.Config(type="agenda", **config), ctx, profile or comedy_fan(), seed)
 

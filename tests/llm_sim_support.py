@@ -27,8 +27,14 @@ class ScriptedLLM(LLM):
 
     async def complete(self, messages, *, temperature=0.0, max_tokens=256, seed=None, schema=None, component="default"):
         self.calls.append(
-            {"messages": list(messages), "temperature": temperature, "max_tokens": max_tokens,
-             "seed": seed, "schema": schema, "component": component}
+            {
+                "messages": list(messages),
+                "temperature": temperature,
+                "max_tokens": max_tokens,
+                "seed": seed,
+                "schema": schema,
+                "component": component,
+            }
         )
         out = self.reply(list(messages), schema, len(self.calls) - 1)
         if isinstance(out, dict):
@@ -59,18 +65,73 @@ class OneLLM:
 def movie_items() -> ItemCollection:
     """A small movie collection with the slots the simulators describe."""
     rows = [
-        ("1", "Heat (1995)", ["Action", "Crime"], ["Michael Mann"], ["Al Pacino", "Robert De Niro"], "A cop hunts a crew of thieves in Los Angeles."),
-        ("2", "Toy Story (1995)", ["Animation", "Comedy"], ["John Lasseter"], ["Tom Hanks"], "Toys come alive when people leave the room."),
-        ("3", "Alien (1979)", ["Horror", "Sci-Fi"], ["Ridley Scott"], ["Sigourney Weaver"], "A ship's crew meets a deadly creature."),
-        ("4", "Amelie (2001)", ["Comedy", "Romance"], ["Jean-Pierre Jeunet"], ["Audrey Tautou"], "A shy waitress quietly changes the lives around her."),
-        ("5", "Collateral (2004)", ["Action", "Crime", "Thriller"], ["Michael Mann"], ["Tom Cruise"], "A cab driver is forced to drive a hitman around."),
-        ("6", "Up (2009)", ["Animation", "Adventure"], ["Pete Docter"], ["Ed Asner"], "An old man flies his house away with balloons."),
-        ("7", "Se7en (1995)", ["Crime", "Thriller"], ["David Fincher"], ["Brad Pitt"], "Two detectives chase a killer who follows the seven sins."),
-        ("8", "Notting Hill (1999)", ["Comedy", "Romance"], ["Roger Michell"], ["Julia Roberts"], "A bookshop owner falls for a film star."),
+        (
+            "1",
+            "Heat (1995)",
+            ["Action", "Crime"],
+            ["Michael Mann"],
+            ["Al Pacino", "Robert De Niro"],
+            "A cop hunts a crew of thieves in Los Angeles.",
+        ),
+        (
+            "2",
+            "Toy Story (1995)",
+            ["Animation", "Comedy"],
+            ["John Lasseter"],
+            ["Tom Hanks"],
+            "Toys come alive when people leave the room.",
+        ),
+        (
+            "3",
+            "Alien (1979)",
+            ["Horror", "Sci-Fi"],
+            ["Ridley Scott"],
+            ["Sigourney Weaver"],
+            "A ship's crew meets a deadly creature.",
+        ),
+        (
+            "4",
+            "Amelie (2001)",
+            ["Comedy", "Romance"],
+            ["Jean-Pierre Jeunet"],
+            ["Audrey Tautou"],
+            "A shy waitress quietly changes the lives around her.",
+        ),
+        (
+            "5",
+            "Collateral (2004)",
+            ["Action", "Crime", "Thriller"],
+            ["Michael Mann"],
+            ["Tom Cruise"],
+            "A cab driver is forced to drive a hitman around.",
+        ),
+        (
+            "6",
+            "Up (2009)",
+            ["Animation", "Adventure"],
+            ["Pete Docter"],
+            ["Ed Asner"],
+            "An old man flies his house away with balloons.",
+        ),
+        (
+            "7",
+            "Se7en (1995)",
+            ["Crime", "Thriller"],
+            ["David Fincher"],
+            ["Brad Pitt"],
+            "Two detectives chase a killer who follows the seven sins.",
+        ),
+        (
+            "8",
+            "Notting Hill (1999)",
+            ["Comedy", "Romance"],
+            ["Roger Michell"],
+            ["Julia Roberts"],
+            "A bookshop owner falls for a film star.",
+        ),
     ]
     return ItemCollection(
-        Item(id=i, title=t, year=int(t[-5:-1]),
-             attributes={"genres": g, "director": d, "stars": s, "plot": [p]})
+        Item(id=i, title=t, year=int(t[-5:-1]), attributes={"genres": g, "director": d, "stars": s, "plot": [p]})
         for i, t, g, d, s, p in rows
     )
 

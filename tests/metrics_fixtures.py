@@ -71,8 +71,16 @@ def two_users() -> list[Dialogue]:
     return [user_a, user_b]
 
 
-def write_run(run_dir, *, crs: str = "popularity", simulator: str = "target_biased", n: int = 8, seed: int = 0,
-              judged: bool = True, name: str | None = None) -> None:
+def write_run(
+    run_dir,
+    *,
+    crs: str = "popularity",
+    simulator: str = "target_biased",
+    n: int = 8,
+    seed: int = 0,
+    judged: bool = True,
+    name: str | None = None,
+) -> None:
     """A run folder with `n` dialogues of varying quality, a manifest and judgments (quality, core12, debate)."""
     import json
     import random
@@ -89,8 +97,12 @@ def write_run(run_dir, *, crs: str = "popularity", simulator: str = "target_bias
     for i in range(n):
         targets = [ids[i % 9], ids[(i + 3) % 9]]
         lists = [[ref(x) for x in rng.sample(ids, 3)] for _ in range(rng.randint(2, 4))]
-        d = dialogue(f"{name}-{i:05d}", targets, lists,
-                     user_acts=[[], ["ACCEPT"] if rng.random() < 0.5 else ["REJECT"]] + [[]] * 3)
+        d = dialogue(
+            f"{name}-{i:05d}",
+            targets,
+            lists,
+            user_acts=[[], ["ACCEPT"] if rng.random() < 0.5 else ["REJECT"]] + [[]] * 3,
+        )
         d.index = i
         d.profile.user_id = f"user{i}"
         d.agent_id = crs
@@ -100,9 +112,17 @@ def write_run(run_dir, *, crs: str = "popularity", simulator: str = "target_bias
     with JsonlWriter(run_dir / "dialogues.jsonl") as writer:
         for d in dialogues:
             writer.write(d)
-    manifest = {"name": name, "config": {"simulator": {"type": simulator}, "crs": {"type": crs}, "max_turns": 4,
-                                         "llm": {"backend": "llamacpp", "model": "gemma3"}},
-                "seeds": {"run": seed}, "llm": {"prompt_tokens": 100, "completion_tokens": 20}}
+    manifest = {
+        "name": name,
+        "config": {
+            "simulator": {"type": simulator},
+            "crs": {"type": crs},
+            "max_turns": 4,
+            "llm": {"backend": "llamacpp", "model": "gemma3"},
+        },
+        "seeds": {"run": seed},
+        "llm": {"prompt_tokens": 100, "completion_tokens": 20},
+    }
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     if not judged:
         return
@@ -111,15 +131,43 @@ def write_run(run_dir, *, crs: str = "popularity", simulator: str = "target_bias
         for d in dialogues[:-1]:
             for aspect in ("fluency", "recommendation_relevance"):
                 value = None if (aspect == "fluency" and d.index == 0) else float(rng.randint(1, 5))
-                writer.write({"conversation_id": d.conversation_id, "judge": "quality", "name": aspect, "value": value,
-                              "scale": [1, 5], "status": "ok" if value is not None else "parse_error",
-                              "model": "m", "rationale": "r"})
+                writer.write(
+                    {
+                        "conversation_id": d.conversation_id,
+                        "judge": "quality",
+                        "name": aspect,
+                        "value": value,
+                        "scale": [1, 5],
+                        "status": "ok" if value is not None else "parse_error",
+                        "model": "m",
+                        "rationale": "r",
+                    }
+                )
             for factor in factors:
-                writer.write({"conversation_id": d.conversation_id, "judge": "core12", "name": factor,
-                              "value": float(rng.randint(0, 4)), "scale": [0, 4], "status": "ok", "model": "m",
-                              "rationale": ""})
+                writer.write(
+                    {
+                        "conversation_id": d.conversation_id,
+                        "judge": "core12",
+                        "name": factor,
+                        "value": float(rng.randint(0, 4)),
+                        "scale": [0, 4],
+                        "status": "ok",
+                        "model": "m",
+                        "rationale": "",
+                    }
+                )
             rounds = [{"common_user": float(rng.randint(40, 80)), "linguist": float(rng.randint(40, 80))}]
             rounds.append({k: v + 5 for k, v in rounds[0].items()})
-            writer.write({"conversation_id": d.conversation_id, "judge": "debate", "name": "overall",
-                          "value": sum(rounds[-1].values()) / 2, "scale": [0, 100], "status": "ok", "model": "m",
-                          "rationale": "", "raw": {"rounds": rounds, "max_rounds": 3}})
+            writer.write(
+                {
+                    "conversation_id": d.conversation_id,
+                    "judge": "debate",
+                    "name": "overall",
+                    "value": sum(rounds[-1].values()) / 2,
+                    "scale": [0, 100],
+                    "status": "ok",
+                    "model": "m",
+                    "rationale": "",
+                    "raw": {"rounds": rounds, "max_rounds": 3},
+                }
+            )

@@ -32,7 +32,11 @@ def test_multi_act_push_keeps_order():
 def test_agenda_cleaning_never_deletes_initial_requests():
     policy = policy_for(comedy_fan(requests=["director", "year"]))
     policy.agenda.clean({"GENRE", "DIRECTOR", "YEAR"}, "DISCLOSE")
-    assert [str(a) for a in policy.agenda.acts()] == ["INQUIRE.ITEMINFO(DIRECTOR)", "INQUIRE.ITEMINFO(YEAR)", "COMPLETE()"]
+    assert [str(a) for a in policy.agenda.acts()] == [
+        "INQUIRE.ITEMINFO(DIRECTOR)",
+        "INQUIRE.ITEMINFO(YEAR)",
+        "COMPLETE()",
+    ]
     # and the user still asks them once an item is accepted
     decision = policy.decide([act("REVEAL")], [ref(ITEMS, "4")])
     assert str(decision.acts[1]) == "INQUIRE.ITEMINFO(DIRECTOR)"

@@ -75,7 +75,9 @@ def _generate(server, examples):  # type: ignore[no-untyped-def]
     from usersimcrs.llm.provider import LLMProvider
 
     provider = LLMProvider(server.config("openai", retries=0))
-    nlg = LLMNLG(NLGSettings(defaults=load_default_templates(), examples=examples, llm=lambda: provider.get("nlg"), few_shot=2))
+    nlg = LLMNLG(
+        NLGSettings(defaults=load_default_templates(), examples=examples, llm=lambda: provider.get("nlg"), few_shot=2)
+    )
     history = Dialogue(conversation_id="c")
     history.add(Utterance(participant="AGENT", text="Which genre do you like?"))
 
@@ -91,7 +93,12 @@ def _generate(server, examples):  # type: ignore[no-untyped-def]
 def test_llm_nlg_sends_acts_history_and_few_shot_examples(moviebot):
     from usersimcrs.simulators.agenda.nlu.act_parser import format_acts
 
-    examples = [(format_acts(u.dialogue_acts), u.text) for d in moviebot for u in d.utterances if u.participant == "USER" and u.dialogue_acts]
+    examples = [
+        (format_acts(u.dialogue_acts), u.text)
+        for d in moviebot
+        for u in d.utterances
+        if u.participant == "USER" and u.dialogue_acts
+    ]
     with llm_server.LLMServer(["  I'd love   a comedy tonight. "]) as server:
         result = _generate(server, examples)
         body = server.chat_requests[0].body

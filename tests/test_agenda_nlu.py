@@ -117,7 +117,7 @@ def _understand(provider, nlu, utterance):  # type: ignore[no-untyped-def]
 
 
 def test_llm_nlu_parses_prose_and_drops_unknown_intents():
-    with llm_server.LLMServer(['Sure. INQUIRE.ELICIT(GENRE)|WAVE()|REVEAL(TITLE=\'Heat, Again (1995)\')']) as server:
+    with llm_server.LLMServer(["Sure. INQUIRE.ELICIT(GENRE)|WAVE()|REVEAL(TITLE='Heat, Again (1995)')"]) as server:
         provider, nlu = _nlu(server)
         result = _understand(provider, nlu, Utterance(participant=AGENT, text="Which genre? Maybe Heat?"))
         body = server.chat_requests[0].body
@@ -142,7 +142,11 @@ def test_llm_nlu_structured_mode_sends_a_schema_and_reads_json():
 def test_llm_nlu_adds_the_crs_item_list_the_model_missed():
     with llm_server.LLMServer(["None"]) as server:
         provider, nlu = _nlu(server)
-        result = _understand(provider, nlu, Utterance(participant=AGENT, text="Try this.", items=[ItemRef(id="4", title="Superbad (2007)")]))
+        result = _understand(
+            provider,
+            nlu,
+            Utterance(participant=AGENT, text="Try this.", items=[ItemRef(id="4", title="Superbad (2007)")]),
+        )
     assert [str(a) for a in result.acts] == ['REVEAL(TITLE="Superbad (2007)")']
 
 
@@ -164,7 +168,12 @@ def test_long_hostile_messages_are_read_in_linear_time():
     import time
 
     nlu = RuleNLU(settings())
-    for text in ("word " * 4000, "How about (" * 1000, "I recommend " + "Big Title " * 1000 + "?", "(" * 6000 + "(1999)"):
+    for text in (
+        "word " * 4000,
+        "How about (" * 1000,
+        "I recommend " + "Big Title " * 1000 + "?",
+        "(" * 6000 + "(1999)",
+    ):
         started = time.perf_counter()
         nlu.parse(text)
         assert time.perf_counter() - started < 2.0

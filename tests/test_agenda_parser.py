@@ -75,8 +75,13 @@ def test_multiple_acts_keep_their_order():
 
 
 def test_structured_json_mode_reads_acts_and_drops_unknowns():
-    data = {"acts": [{"intent": "REVEAL", "slots": [{"slot": "TITLE", "value": "Heat"}, {"slot": "MOOD", "value": "x"}]},
-                     {"intent": "WAVE", "slots": []}, {"intent": "INQUIRE.ELICIT", "slots": [{"slot": "GENRE", "value": ""}]}]}
+    data = {
+        "acts": [
+            {"intent": "REVEAL", "slots": [{"slot": "TITLE", "value": "Heat"}, {"slot": "MOOD", "value": "x"}]},
+            {"intent": "WAVE", "slots": []},
+            {"intent": "INQUIRE.ELICIT", "slots": [{"slot": "GENRE", "value": ""}]},
+        ]
+    }
     result = acts_from_json(data, VOCAB)
     assert strs(result) == ['REVEAL(TITLE="Heat")', "INQUIRE.ELICIT(GENRE)"]
     assert result.dropped == ["slot:REVEAL.MOOD", "intent:WAVE"]

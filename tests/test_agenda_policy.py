@@ -28,6 +28,7 @@ def test_agenda_starts_with_disclosures_then_inquiries_then_stop():
 
 # ---- case 1: elicitation ----------------------------------------------------------------
 
+
 def test_elicitation_discloses_the_need_value_and_removes_it_from_the_agenda():
     policy = policy_for(comedy_fan())
     decision = policy.decide([act("INQUIRE.ELICIT", GENRE=None)], [])
@@ -57,6 +58,7 @@ def test_open_elicitation_pops_the_next_disclosure():
 
 
 # ---- case 2: recommendation -------------------------------------------------------------
+
 
 def test_target_is_accepted_and_ends_the_conversation_when_no_request_is_pending():
     policy = policy_for(comedy_fan(requests=[]))
@@ -117,6 +119,7 @@ def test_unknown_item_without_metadata_is_not_accepted():
 
 # ---- case 3: inquiry --------------------------------------------------------------------
 
+
 def test_inquire_next_is_answered_yes_while_searching_and_no_after_acceptance():
     policy = policy_for(comedy_fan(requests=["director"]))
     policy.decide([act("INQUIRE.ELICIT", GENRE=None)], [])
@@ -134,6 +137,7 @@ def test_inquire_more_after_acceptance_asks_the_pending_request():
 
 
 # ---- case 4: other ----------------------------------------------------------------------
+
 
 def test_other_takes_the_agenda_top_when_nothing_was_understood():
     policy = policy_for(comedy_fan())
@@ -168,6 +172,7 @@ def test_transition_statistics_from_annotated_dialogues_drive_the_other_case():
 
 
 # ---- multi-act order, requests, stopping ------------------------------------------------
+
 
 def test_acceptance_and_request_are_kept_in_order():
     policy = policy_for(comedy_fan(requests=["director"]))
@@ -227,7 +232,9 @@ def test_crs_goodbye_ends_with_a_stop_reason():
 
 
 def test_need_without_targets_or_preferences_never_accepts():
-    profile = UserProfile(user_id="x", need=InformationNeed(constraints={"genres": "Comedy"}), preferences=Preferences())
+    profile = UserProfile(
+        user_id="x", need=InformationNeed(constraints={"genres": "Comedy"}), preferences=Preferences()
+    )
     policy = policy_for(profile)
     decision = policy.decide([act("REVEAL")], [ref(ITEMS, "6")])
     assert decision.acts[0].intent == "NOTE.NEUTRAL"

@@ -75,7 +75,9 @@ def test_config_rejects_unknown_keys_and_unknown_components():
     with pytest.raises(ConfigError, match="simulator.colour"):
         validate_section(AgendaSimulator.Config, {"type": "agenda", "colour": 1}, source="run.yaml", prefix="simulator")
     with pytest.raises(ConfigError, match="simulator.nlu"):
-        validate_section(AgendaSimulator.Config, {"type": "agenda", "nlu": "magic"}, source="run.yaml", prefix="simulator")
+        validate_section(
+            AgendaSimulator.Config, {"type": "agenda", "nlu": "magic"}, source="run.yaml", prefix="simulator"
+        )
 
 
 def test_anchor_interaction_model_and_domain_yaml_are_accepted(shared_data):
@@ -125,8 +127,11 @@ def test_fifty_conversations_through_the_engine_with_the_retrieval_baseline(shar
             "conversations": 50,
             "concurrency": 4,
             "max_turns": 10,
-            "items": {"path": str(items / "movies_w_keywords.csv"), "mapping": {"genres": "genres", "keywords": "keywords"},
-                      "delimiters": {"genres": "|", "keywords": "|"}},
+            "items": {
+                "path": str(items / "movies_w_keywords.csv"),
+                "mapping": {"genres": "genres", "keywords": "keywords"},
+                "delimiters": {"genres": "|", "keywords": "|"},
+            },
             "ratings": {"path": str(items / "ratings.csv")},
             "profiles": {"source": "generate", "constraint_slots": ["genres"]},
             "simulator": {"type": "agenda"},

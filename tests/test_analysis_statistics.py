@@ -72,8 +72,16 @@ def test_randolph_kappa_on_fleiss_worked_example():
     # the classic Fleiss example (10 subjects, 14 raters, 5 categories): mean observed agreement 0.378,
     # so the free-marginal kappa is (0.378 - 1/5) / (1 - 1/5)
     counts = [
-        [0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
-        [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7],
+        [0, 0, 0, 0, 14],
+        [0, 2, 6, 4, 2],
+        [0, 0, 3, 5, 6],
+        [0, 3, 9, 2, 0],
+        [2, 2, 8, 1, 1],
+        [7, 7, 0, 0, 0],
+        [3, 2, 6, 3, 0],
+        [2, 5, 3, 2, 2],
+        [6, 5, 2, 1, 0],
+        [0, 2, 2, 3, 7],
     ]
     kappa = randolph_kappa(_ratings_from_counts(counts), 5)
     assert kappa == pytest.approx((0.378 - 0.2) / 0.8, abs=1e-3)
@@ -101,7 +109,9 @@ def test_simulator_agreement_and_ranking():
     assert ranking(means["sim1"]) == ["pop", "ret", "llm"]
     assert ranking(means["sim1"], higher_is_better=False) == ["llm", "ret", "pop"]
     pairs = simulator_agreement(means)
-    assert pairs.loc[0, "kendall_tau_b"] == pytest.approx(stats.kendalltau([0.3, 0.2, 0.1], [0.25, 0.3, 0.05]).statistic)
+    assert pairs.loc[0, "kendall_tau_b"] == pytest.approx(
+        stats.kendalltau([0.3, 0.2, 0.1], [0.25, 0.3, 0.05]).statistic
+    )
     assert pairs.loc[0, "rbo"] == pytest.approx(rank_biased_overlap(["pop", "ret", "llm"], ["ret", "pop", "llm"]))
 
 

@@ -52,10 +52,22 @@ def small_redial(shared_data, tmp_path):
 
 
 def _cli(folder, server, *extra):
-    return main([
-        "annotate", "dialogue-acts", str(folder), "--llm-backend", "openai", "--base-url", server.openai_url,
-        "--model", "test-model", "--retries", "1", *extra,
-    ])
+    return main(
+        [
+            "annotate",
+            "dialogue-acts",
+            str(folder),
+            "--llm-backend",
+            "openai",
+            "--base-url",
+            server.openai_url,
+            "--model",
+            "test-model",
+            "--retries",
+            "1",
+            *extra,
+        ]
+    )
 
 
 def test_labels_provenance_and_failure_report(small_redial):
@@ -78,7 +90,11 @@ def test_labels_provenance_and_failure_report(small_redial):
     assert second.dialogue_acts[0].intent == "REVEAL" and second.dialogue_acts[0].slot_values[0].value is None
     for utt in labelled:
         assert utt.metadata["annotation_provenance"] == {
-            "task": "dialogue-acts", "model": "test-model", "backend": "openai", "prompt": "dialogue_acts", "prompt_version": 1,
+            "task": "dialogue-acts",
+            "model": "test-model",
+            "backend": "openai",
+            "prompt": "dialogue_acts",
+            "prompt_version": 1,
         }
     assert all(not u.dialogue_acts and "annotation_provenance" not in u.metadata for u in hello)
     # the DialogueKit file is rewritten with the same labels
@@ -195,8 +211,20 @@ def test_embedded_model_five_dialogues_then_cache(embedded_model_path, small_red
     }
     prompt.write_text(json.dumps(spec), encoding="utf-8")
     cache = tmp_path / "cache"
-    args = ["--llm-backend", "llamacpp", "--model-path", embedded_model_path, "--max-tokens", "64",
-            "--concurrency", "2", "--prompt", str(prompt), "--cache-dir", str(cache)]
+    args = [
+        "--llm-backend",
+        "llamacpp",
+        "--model-path",
+        embedded_model_path,
+        "--max-tokens",
+        "64",
+        "--concurrency",
+        "2",
+        "--prompt",
+        str(prompt),
+        "--cache-dir",
+        str(cache),
+    ]
     assert main(["annotate", "dialogue-acts", str(small_redial), *args]) == 0
     first = json.loads((small_redial / "annotation_report.dialogue-acts.json").read_text(encoding="utf-8"))
     assert first["dialogues"] == 5 and first["units"] == 5
@@ -221,14 +249,40 @@ def test_embedded_model_five_dialogues_then_cache(embedded_model_path, small_red
 def test_intents_and_slots_from_interaction_model_files(shared_data, small_redial):
     configs = shared_data / "reference_configs"
     with LLMServer() as server:  # default replies: deterministic JSON that follows the requested schema
-        assert _cli(
-            small_redial, server, "--intents", str(configs / "interaction_models_redial_v1.yaml"),
-            "--slots", str(configs / "domains_redial.yaml"), "--limit", "2",
-        ) == 0
+        assert (
+            _cli(
+                small_redial,
+                server,
+                "--intents",
+                str(configs / "interaction_models_redial_v1.yaml"),
+                "--slots",
+                str(configs / "domains_redial.yaml"),
+                "--limit",
+                "2",
+            )
+            == 0
+        )
         schemas = [r.body["response_format"]["json_schema"]["schema"] for r in server.chat_requests]
     act = schemas[0]["properties"]["acts"]["items"]["properties"]
     assert act["slots"]["items"]["properties"]["slot"]["enum"] == ["TITLE", "YEAR"]
-    user_enum = {"IQU", "CON", "REF", "STO", "PRO", "ANS", "SEE", "ACC", "REJ", "INQ", "CRI-F", "CRI-A", "NRE", "CRI-C", "OTH", "BYE"}
+    user_enum = {
+        "IQU",
+        "CON",
+        "REF",
+        "STO",
+        "PRO",
+        "ANS",
+        "SEE",
+        "ACC",
+        "REJ",
+        "INQ",
+        "CRI-F",
+        "CRI-A",
+        "NRE",
+        "CRI-C",
+        "OTH",
+        "BYE",
+    }
     enums = [set(s["properties"]["acts"]["items"]["properties"]["intent"]["enum"]) for s in schemas]
     assert user_enum in enums and {"REQ", "CLA", "REC-S", "REC-E", "OTH", "END"} <= set().union(*enums)
     dialogues = reload(small_redial)["dialogues"][:2]

@@ -13,7 +13,11 @@ from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.testing.llm_server import LLMServer
 
 REPLY = {
-    "constraints": [{"slot": "GENRE", "value": "comedy"}, {"slot": "GENRE", "value": "drama"}, {"slot": "ACTOR", "value": " "}],
+    "constraints": [
+        {"slot": "GENRE", "value": "comedy"},
+        {"slot": "GENRE", "value": "drama"},
+        {"slot": "ACTOR", "value": " "},
+    ],
     "requests": ["YEAR", "YEAR"],
     "targets": ["police academy (1984)", "A Film Nobody Made"],
 }
@@ -37,10 +41,21 @@ def converted(shared_data, tmp_path):
 
 def test_needs_with_provenance_and_resolved_targets(converted):
     with LLMServer(replies=_reply) as server:
-        code = main([
-            "annotate", "information-need", str(converted), "--llm-backend", "ollama", "--base-url", server.ollama_url,
-            "--model", "test-model", "--limit", "3",
-        ])
+        code = main(
+            [
+                "annotate",
+                "information-need",
+                str(converted),
+                "--llm-backend",
+                "ollama",
+                "--base-url",
+                server.ollama_url,
+                "--model",
+                "test-model",
+                "--limit",
+                "3",
+            ]
+        )
         assert code == 0
         assert {r.protocol for r in server.chat_requests} == {"ollama"}
     report = json.loads((converted / "annotation_report.information-need.json").read_text(encoding="utf-8"))
@@ -53,9 +68,19 @@ def test_needs_with_provenance_and_resolved_targets(converted):
     assert need["requests"] == ["YEAR"]
     police, unknown = need["targets"]  # the catalogue also has an undated "Police Academy": the year decides
     assert police["id"] == "151656" and police["title"] == "Police Academy (1984)"  # resolved against items.csv
-    assert unknown == {"id": None, "title": "A Film Nobody Made", "score": None, "raw": None, "resolution": "unresolved"}
+    assert unknown == {
+        "id": None,
+        "title": "A Film Nobody Made",
+        "score": None,
+        "raw": None,
+        "resolution": "unresolved",
+    }
     assert dialogues[0].metadata["annotation_provenance"] == {
-        "task": "information-need", "model": "test-model", "backend": "ollama", "prompt": "information_need", "prompt_version": 1,
+        "task": "information-need",
+        "model": "test-model",
+        "backend": "ollama",
+        "prompt": "information_need",
+        "prompt_version": 1,
     }
     assert "information_need" not in dialogues[1].metadata and "information_need" not in dialogues[3].metadata
     # the dataset's own needs stay as they were; the LLM's go to their own file
@@ -72,11 +97,25 @@ def test_llm_needs_load_as_profiles(converted):
     from usersimcrs.config import ProfilesConfig
 
     with LLMServer(replies=lambda request: json.dumps(REPLY)) as server:
-        assert main([
-            "annotate", "information-need", str(converted), "--llm-backend", "openai", "--base-url", server.openai_url,
-            "--model", "test-model",
-        ]) == 0
+        assert (
+            main(
+                [
+                    "annotate",
+                    "information-need",
+                    str(converted),
+                    "--llm-backend",
+                    "openai",
+                    "--base-url",
+                    server.openai_url,
+                    "--model",
+                    "test-model",
+                ]
+            )
+            == 0
+        )
     items = ItemCollection.from_csv(converted / "items.csv", id_column="id", title_column="title")
-    source = population.FileProfiles(ProfilesConfig(source="file", path=str(converted / "information_needs.llm.jsonl")), items)
+    source = population.FileProfiles(
+        ProfilesConfig(source="file", path=str(converted / "information_needs.llm.jsonl")), items
+    )
     profile = source.profile(0, None)
     assert profile.need.targets[0].id == "151656" and profile.need.constraints == {"GENRE": "comedy"}

@@ -33,8 +33,9 @@ class EchoTitles:
 
 def test_simulate_with_a_crs_object_writes_a_run_folder_like_the_cli(tmp_path):
     crs = EchoTitles()
-    run = us.simulate(crs=crs, simulator=AGENDA, items=ITEMS, ratings=RATINGS, conversations=6,
-                      output=tmp_path / "run", max_turns=4)
+    run = us.simulate(
+        crs=crs, simulator=AGENDA, items=ITEMS, ratings=RATINGS, conversations=6, output=tmp_path / "run", max_turns=4
+    )
     assert isinstance(run, us.Run)
     assert len(run.dialogues) == 6 and len(set(crs.opened)) == 6
     assert {d.status for d in run.dialogues} == {"ok"}
@@ -67,18 +68,24 @@ def test_a_crs_function_a_user_function_and_an_item_collection(tmp_path):
 def test_registry_names_and_a_connector_class_work_too(tmp_path):
     from crs_connectors.baselines.popularity import PopularityCRS
 
-    by_name = us.simulate(crs="popularity", simulator=AGENDA, items=ITEMS, ratings=RATINGS, conversations=4,
-                          output=tmp_path / "a")
-    by_class = us.simulate(crs=PopularityCRS, simulator=AGENDA, items=ITEMS, ratings=RATINGS, conversations=4,
-                           output=tmp_path / "b")
-    strip = lambda run: [[(u.participant, u.text) for u in d.utterances] for d in sorted(run.dialogues, key=lambda d: d.index)]  # noqa: E731
-    assert strip(by_name) == strip(by_class)
+    by_name = us.simulate(
+        crs="popularity", simulator=AGENDA, items=ITEMS, ratings=RATINGS, conversations=4, output=tmp_path / "a"
+    )
+    by_class = us.simulate(
+        crs=PopularityCRS, simulator=AGENDA, items=ITEMS, ratings=RATINGS, conversations=4, output=tmp_path / "b"
+    )
+
+    def turns(run: us.Run) -> list[list[tuple[str, str]]]:
+        return [[(u.participant, u.text) for u in d.utterances] for d in sorted(run.dialogues, key=lambda d: d.index)]
+
+    assert turns(by_name) == turns(by_class)
     assert by_name.manifest.crs == "popularity"
 
 
 def test_score_gives_summary_with_n_and_writes_metrics(tmp_path):
-    run = us.simulate(crs="retrieval", simulator=AGENDA, items=ITEMS, ratings=RATINGS, conversations=5,
-                      output=tmp_path / "r")
+    run = us.simulate(
+        crs="retrieval", simulator=AGENDA, items=ITEMS, ratings=RATINGS, conversations=5, output=tmp_path / "r"
+    )
     scores = us.score(run)
     assert {"metric", "n", "mean"} <= set(scores.summary.columns)
     assert scores.mean("turns") is not None
@@ -99,10 +106,12 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
 def test_the_api_works_inside_a_running_event_loop(tmp_path):
     async def notebook_cell():
         loop_before = asyncio.get_running_loop()
-        run = us.simulate(crs="popularity", simulator=AGENDA, items=ITEMS, ratings=RATINGS, conversations=3,
-                          output=tmp_path / "nb")  # the synchronous call, as a notebook user writes it
-        awaited = await us.simulate_async(crs="popularity", simulator=AGENDA, items=ITEMS, ratings=RATINGS,
-                                          conversations=3, output=tmp_path / "nb2")
+        run = us.simulate(
+            crs="popularity", simulator=AGENDA, items=ITEMS, ratings=RATINGS, conversations=3, output=tmp_path / "nb"
+        )  # the synchronous call, as a notebook user writes it
+        awaited = await us.simulate_async(
+            crs="popularity", simulator=AGENDA, items=ITEMS, ratings=RATINGS, conversations=3, output=tmp_path / "nb2"
+        )
         assert asyncio.get_running_loop() is loop_before
         return run, awaited
 
@@ -130,9 +139,24 @@ def test_the_example_script_runs_through_the_public_api_with_a_judge(tmp_path):
     output = tmp_path / "example"
     with LLMServer() as server:
         done = subprocess.run(
-            [sys.executable, str(ROOT / "examples/custom_crs.py"), "--items", ITEMS, "--ratings", RATINGS,
-             "--output", str(output), "--judge-url", server.openai_url, "--judge-model", "judge-model"],
-            capture_output=True, text=True, timeout=300, cwd=ROOT,
+            [
+                sys.executable,
+                str(ROOT / "examples/custom_crs.py"),
+                "--items",
+                ITEMS,
+                "--ratings",
+                RATINGS,
+                "--output",
+                str(output),
+                "--judge-url",
+                server.openai_url,
+                "--judge-model",
+                "judge-model",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
         )
         calls = len(server.chat_requests)
     assert done.returncode == 0, done.stderr

@@ -6,10 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.harness import table
-from benchmarks.judge_cost import prefix_reuse
 from benchmarks.first_conversation import first_line_seen
+from benchmarks.harness import table
 from benchmarks.high_concurrency import crs_server, high_concurrency_runs
+from benchmarks.judge_cost import prefix_reuse
 from benchmarks.scenarios import DEFAULT_CLIENT, Scenario, b1_efficiency, b1_high_rows, timed_run
 from benchmarks.server import llm_server
 from benchmarks.setups import agenda_config, llm_user_config
@@ -33,8 +33,12 @@ def test_timed_runs_count_llm_calls_and_split_wall_time(tmp_path):
     with llm_server(5) as url:
         llm = timed_run(llm_user_config(url, conversations=6, concurrency=3), tmp_path / "llm")
         lean = timed_run(llm_user_config(url, conversations=6, concurrency=3, client="aiohttp"), tmp_path / "lean")
-        cached = timed_run(llm_user_config(url, conversations=4, concurrency=2, cache_dir=str(tmp_path / "c")), tmp_path / "a")
-        again = timed_run(llm_user_config(url, conversations=4, concurrency=2, cache_dir=str(tmp_path / "c")), tmp_path / "b")
+        cached = timed_run(
+            llm_user_config(url, conversations=4, concurrency=2, cache_dir=str(tmp_path / "c")), tmp_path / "a"
+        )
+        again = timed_run(
+            llm_user_config(url, conversations=4, concurrency=2, cache_dir=str(tmp_path / "c")), tmp_path / "b"
+        )
     assert llm.conversations == 6 and llm.failed == 0 and llm.llm_calls >= 12
     assert 0 < llm.llm_wait_s < llm.wall_s * 3  # up to three calls overlap
     assert cached.llm_calls > 0 and again.llm_calls == 0 and again.cache_hits == cached.llm_calls
@@ -44,7 +48,11 @@ def test_timed_runs_count_llm_calls_and_split_wall_time(tmp_path):
     by_c = {"official": {1: llm, 8: llm, 32: llm, 64: llm}, "aiohttp": {1: lean, 8: lean, 32: lean, 64: lean}}
     row = b1_efficiency(by_c, {"official": {"c32": llm}})
     headline = row.figures["headline_client"]
-    assert row.key == "B1" and 0 < row.figures["official"]["C=1"]["efficiency"] and "bm25_crs_C=32" in row.figures["official"]
+    assert (
+        row.key == "B1"
+        and 0 < row.figures["official"]["C=1"]["efficiency"]
+        and "bm25_crs_C=32" in row.figures["official"]
+    )
     assert headline == DEFAULT_CLIENT == "aiohttp" and row.value == row.figures[headline]["C=32"]["efficiency"]
     assert headline in row.headline
 
@@ -71,7 +79,9 @@ def test_time_to_first_conversation_waits_for_a_complete_line(tmp_path):
 
 
 def test_bench_command_is_registered():
-    out = subprocess.run([sys.executable, "-m", "usersimcrs", "bench", "--help"], cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "usersimcrs", "bench", "--help"], cwd=ROOT, capture_output=True, text=True
+    )
     assert out.returncode == 0 and "--quick" in out.stdout
 
 

@@ -27,8 +27,9 @@ sys.exit(main(["metrics", "RUN"]))
 
 def test_output_into_a_pipe_closed_early_exits_quietly():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", FLOODING_METRICS], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FLOODING_METRICS], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT
+    )
     assert proc.stdout.readline().startswith(b"row 0")
     proc.stdout.close()  # what `head -1` does after its first line
     err = proc.stderr.read().decode()

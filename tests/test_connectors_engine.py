@@ -76,7 +76,10 @@ def test_crs_arena_through_the_engine(tmp_path):
     assert summary.completed == 3 and summary.failed == 0
     dialogues = list(iter_jsonl(tmp_path / "run" / "dialogues.jsonl"))
     stored = sorted(
-        json.dumps([i["raw"] for i in u["items"]]) for d in dialogues for u in d["utterances"] if u["participant"] == "AGENT"
+        json.dumps([i["raw"] for i in u["items"]])
+        for d in dialogues
+        for u in d["utterances"]
+        if u["participant"] == "AGENT"
     )
     sent = sorted(json.dumps(e.items) for e in server.log if e.method == "POST")
     assert stored == sent  # every per-turn list in the run equals what the server sent
@@ -102,7 +105,9 @@ def test_record_in_one_run_and_replay_in_another(tmp_path):
     server = serve("moviebot")
     recording = tmp_path / "moviebot.jsonl"
     try:
-        live = run(config(tmp_path, {"type": "moviebot", "url": server.url, "record_to": str(recording)}), tmp_path / "live")
+        live = run(
+            config(tmp_path, {"type": "moviebot", "url": server.url, "record_to": str(recording)}), tmp_path / "live"
+        )
     finally:
         server.stop()
     replayed = run(config(tmp_path, {"type": "replay", "path": str(recording), "strict": True}), tmp_path / "replayed")
@@ -127,7 +132,13 @@ def test_baseline_matrix_with_two_simulators_offline(tmp_path, crs, monkeypatch)
         return json.dumps({"reply": "How about one of these? The first is a great pick.", "recommend": [1, 2]})
 
     with LLMServer(llm_reply) as llm:
-        llm_section = {"backend": "openai", "base_url": llm.url + "/v1", "model": "test-model", "api_key_env": "CRS_TEST_KEY", "cache": False}
+        llm_section = {
+            "backend": "openai",
+            "base_url": llm.url + "/v1",
+            "model": "test-model",
+            "api_key_env": "CRS_TEST_KEY",
+            "cache": False,
+        }
         for simulator in ({"type": "agenda"}, None):
             out = tmp_path / f"{crs}-{'agenda' if simulator else 'scripted'}"
             cfg = config(tmp_path, {"type": crs, "k": 3}, simulator, llm=llm_section)

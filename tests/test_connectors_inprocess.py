@@ -35,7 +35,10 @@ class EchoCRS:
     def reply(self, history, user_utterance):
         self.threads.add(threading.current_thread().name)
         turn = len(history.utterances) // 2
-        return {"text": f"{self.greeting}: {user_utterance.text}", "items": ["2571", {"title": "Heat (1995)"}, "Nope Movie"][: turn + 1]}
+        return {
+            "text": f"{self.greeting}: {user_utterance.text}",
+            "items": ["2571", {"title": "Heat (1995)"}, "Nope Movie"][: turn + 1],
+        }
 
     def close(self) -> None:
         self.events.append("close")
@@ -50,7 +53,9 @@ class AsyncCRS:
 
 def text_only_crs(text: str) -> str:
     """A plain function CRS: text in, text out (with a list the connector can parse)."""
-    return "I would recommend the following items:  \n1: Alien (1979)  \n2: Jaws (1975)  \n" if "horror" in text else "Hm?"
+    return (
+        "I would recommend the following items:  \n1: Alien (1979)  \n2: Jaws (1975)  \n" if "horror" in text else "Hm?"
+    )
 
 
 def broken_crs(history, user_utterance):
@@ -62,17 +67,27 @@ class ParrotAgent(Agent):
 
     def welcome(self) -> None:
         self._dialogue_connector.register_agent_utterance(
-            AnnotatedUtterance("Hello, I am a parrot.", participant=DialogueParticipant.AGENT, dialogue_acts=[DialogueAct(Intent("WELCOME"))])
+            AnnotatedUtterance(
+                "Hello, I am a parrot.",
+                participant=DialogueParticipant.AGENT,
+                dialogue_acts=[DialogueAct(Intent("WELCOME"))],
+            )
         )
 
     def goodbye(self) -> None:
         self._dialogue_connector.register_agent_utterance(
-            AnnotatedUtterance("Bye.", participant=DialogueParticipant.AGENT, dialogue_acts=[DialogueAct(Intent("EXIT"))])
+            AnnotatedUtterance(
+                "Bye.", participant=DialogueParticipant.AGENT, dialogue_acts=[DialogueAct(Intent("EXIT"))]
+            )
         )
 
     def receive_utterance(self, utterance) -> None:
         self._dialogue_connector.register_agent_utterance(
-            AnnotatedUtterance(f"(Parroting) {utterance.text}", participant=DialogueParticipant.AGENT, dialogue_acts=[DialogueAct(Intent("ECHO"))])
+            AnnotatedUtterance(
+                f"(Parroting) {utterance.text}",
+                participant=DialogueParticipant.AGENT,
+                dialogue_acts=[DialogueAct(Intent("ECHO"))],
+            )
         )
 
 
@@ -86,7 +101,9 @@ def test_python_class_runs_sync_methods_in_a_worker_thread():
 
 def test_python_class_hooks_and_thread():
     async def main():
-        connector = build_connector({"type": "python", "target": "tests.test_connectors_inprocess.EchoCRS"}, RunContext())
+        connector = build_connector(
+            {"type": "python", "target": "tests.test_connectors_inprocess.EchoCRS"}, RunContext()
+        )
         await connector.open("c9")
         from usersimcrs.core.dialogue import Dialogue, Utterance
 
@@ -101,7 +118,9 @@ def test_python_class_hooks_and_thread():
 
 def test_python_async_class_and_text_function():
     _, replies = asyncio.run(
-        scripted_conversation({"type": "python", "target": "tests.test_connectors_inprocess:AsyncCRS"}, RunContext(), ["a"])
+        scripted_conversation(
+            {"type": "python", "target": "tests.test_connectors_inprocess:AsyncCRS"}, RunContext(), ["a"]
+        )
     )
     assert replies[0].text == "async ok"
     section = {"type": "python", "target": "tests.test_connectors_inprocess:text_only_crs", "items_from_text": True}
@@ -111,16 +130,25 @@ def test_python_async_class_and_text_function():
 
 def test_python_failures_are_connector_errors_and_bad_targets_config_errors():
     with pytest.raises(ConnectorError, match="RuntimeError: model not loaded"):
-        asyncio.run(scripted_conversation({"type": "python", "target": "tests.test_connectors_inprocess:broken_crs"}, RunContext(), ["a"]))
+        asyncio.run(
+            scripted_conversation(
+                {"type": "python", "target": "tests.test_connectors_inprocess:broken_crs"}, RunContext(), ["a"]
+            )
+        )
     with pytest.raises(ConfigError, match="cannot import"):
         build_connector({"type": "python", "target": "tests.nowhere:Thing"}, RunContext())
     with pytest.raises(ConfigError, match="crs.options"):
-        build_connector({"type": "python", "target": "tests.test_connectors_inprocess:EchoCRS", "options": {"nope": 1}}, RunContext())
+        build_connector(
+            {"type": "python", "target": "tests.test_connectors_inprocess:EchoCRS", "options": {"nope": 1}},
+            RunContext(),
+        )
 
 
 def test_dialoguekit_agent_adapter():
     async def main():
-        connector = build_connector({"type": "dialoguekit_agent", "agent": "tests.test_connectors_inprocess:ParrotAgent"}, RunContext())
+        connector = build_connector(
+            {"type": "dialoguekit_agent", "agent": "tests.test_connectors_inprocess:ParrotAgent"}, RunContext()
+        )
         from usersimcrs.core.dialogue import Dialogue, Utterance
 
         await connector.open("dk-1")
@@ -180,7 +208,11 @@ def test_failures_are_recorded_and_replayed(tmp_path):
         server.stop()
     assert json.loads(recording.read_text())["error"] == "HTTP 500"
     with pytest.raises(ConnectorError, match="^HTTP 500$"):
-        asyncio.run(scripted_conversation({"type": "replay", "path": str(recording)}, RunContext(), ["hi"], conversation_id="conv-1"))
+        asyncio.run(
+            scripted_conversation(
+                {"type": "replay", "path": str(recording)}, RunContext(), ["hi"], conversation_id="conv-1"
+            )
+        )
 
 
 def test_replay_of_a_missing_file_is_a_config_error(tmp_path):

@@ -16,7 +16,7 @@ from usersimcrs.core.dialogue import AGENT, USER, Dialogue, Utterance
 def test_ievalm_list_format_and_variants():
     exact = "I would recommend the following items:  \n1: Heat (1995)  \n2: Alien (1979)  \n3: Jaws (1975)  \n"
     assert parse_recommendation_list(exact) == ["Heat (1995)", "Alien (1979)", "Jaws (1975)"]
-    dotted = "Sure! I would recommend the following movies:\n1. \"Heat (1995)\"\n2) *Alien (1979)*\n\nEnjoy!"
+    dotted = 'Sure! I would recommend the following movies:\n1. "Heat (1995)"\n2) *Alien (1979)*\n\nEnjoy!'
     assert parse_recommendation_list(dotted) == ["Heat (1995)", "Alien (1979)"]
     bullets = "I'd recommend the following items:\n- Heat (1995)\n- Jaws (1975)."
     assert parse_recommendation_list(bullets) == ["Heat (1995)", "Jaws (1975)"]
@@ -37,7 +37,10 @@ def test_moviebot_offers():
 
 
 def test_titles_resolve_fuzzily_with_year():
-    refs = resolve_titles(["The Usual Suspects (1995)", "usual suspects, the", "Termintor 2: Judgment Day (1991)", "Unknown (2001)"], catalog_items())
+    refs = resolve_titles(
+        ["The Usual Suspects (1995)", "usual suspects, the", "Termintor 2: Judgment Day (1991)", "Unknown (2001)"],
+        catalog_items(),
+    )
     assert [r.id for r in refs] == ["50", "50", "589", None]
     assert refs[3].title == "Unknown (2001)" and refs[0].raw == "The Usual Suspects (1995)"
     assert resolve_titles(["Heat (1995)"], None)[0].id is None

@@ -17,7 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def probe(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "usersimcrs", "probe-crs", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -51,7 +54,7 @@ def test_probe_reports_on_a_working_ievalm_server(ievalm):
 
 def test_probe_resolves_titles_with_an_item_file(ievalm, tmp_path):
     items = tmp_path / "movies.csv"
-    items.write_text("movieId,title,genres\n2571,\"Matrix, The (1999)\",Action|Sci-Fi|Thriller\n", encoding="utf-8")
+    items.write_text('movieId,title,genres\n2571,"Matrix, The (1999)",Action|Sci-Fi|Thriller\n', encoding="utf-8")
     result = probe("--type", "crs_arena", "--url", ievalm.url, "--turns", "2", "--item-file", str(items))
     assert result.returncode == 0, result.stderr
     assert "1 resolved to item IDs" in result.stdout

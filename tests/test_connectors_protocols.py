@@ -74,9 +74,7 @@ def test_moviebot_exit_answers_plain_text(moviebot):
 
 def test_crs_arena_items_match_what_the_server_sent(ievalm):
     context = RunContext(items=catalog_items())
-    dialogue, replies = asyncio.run(
-        scripted_conversation({"type": "crs_arena", "url": ievalm.url}, context, MESSAGES)
-    )
+    dialogue, replies = asyncio.run(scripted_conversation({"type": "crs_arena", "url": ievalm.url}, context, MESSAGES))
     sent = [e.items for e in ievalm.exchanges("/") if e.method == "POST"]
     assert [[i.raw for i in r.items] for r in replies] == sent
     assert sent[1] and sent[2]  # the server recommended in turns 2 and 3
@@ -91,7 +89,9 @@ def test_crs_arena_items_match_what_the_server_sent(ievalm):
 
 
 def test_crs_arena_without_collection_keeps_titles(ievalm):
-    _, replies = asyncio.run(scripted_conversation({"type": "crs_arena", "url": ievalm.url}, RunContext(), MESSAGES[:2]))
+    _, replies = asyncio.run(
+        scripted_conversation({"type": "crs_arena", "url": ievalm.url}, RunContext(), MESSAGES[:2])
+    )
     assert replies[1].items and all(i.id is None and i.title for i in replies[1].items)
 
 

@@ -46,7 +46,9 @@ def reload(out: Path) -> dict[str, Any]:
 def assert_balanced(report: dict[str, Any], keys: list[str]) -> None:
     """Every record that went in came out, unless it is listed as dropped with a reason."""
     for key in keys:
-        assert report["counts_in"].get(key, 0) == report["counts_out"].get(key, 0) + report["counts_dropped"].get(key, 0), key
+        assert report["counts_in"].get(key, 0) == report["counts_out"].get(key, 0) + report["counts_dropped"].get(
+            key, 0
+        ), key
     for dropped in report["dropped"]:
         assert dropped["reason"] and dropped["where"]
 

@@ -83,8 +83,19 @@ def test_accepted_recommendations_become_targets(iard):
 
 def test_malformed_dialogue_is_reported(tmp_path):
     path = tmp_path / "iard.json"
-    good = {"accepted_recommendation": [], "dialogue_info": {"S1": {"utterance_pos": 1, "worker_id": 1, "role": "seeker",
-            "utterance_text": "hi", "top-level intent/action": ["OTH"], "sub-intent/action": ["OTH", "XYZ"]}}}
+    good = {
+        "accepted_recommendation": [],
+        "dialogue_info": {
+            "S1": {
+                "utterance_pos": 1,
+                "worker_id": 1,
+                "role": "seeker",
+                "utterance_text": "hi",
+                "top-level intent/action": ["OTH"],
+                "sub-intent/action": ["OTH", "XYZ"],
+            }
+        },
+    }
     bad = {"accepted_recommendation": [], "dialogue_info": {"S1": {"utterance_pos": 1, "role": "seeker"}}}
     path.write_text(json.dumps({"1": good, "2": bad}), encoding="utf-8")
     from data_converters.run import convert

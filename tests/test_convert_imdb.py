@@ -22,7 +22,8 @@ def _review(n: int, rating: str | None) -> dict:
         "cast": [f"Actor {n}", f"Actor {n + 1}"],
         "date": f"1 March 20{10 + n}",
         "raw_review": f"My review of film {n}.",
-        "abstract": f"[Like]\n- the score of film {n}\n[Dislike]\n" + ("None" if n % 2 else f"- the length of film {n}"),
+        "abstract": f"[Like]\n- the score of film {n}\n[Dislike]\n"
+        + ("None" if n % 2 else f"- the length of film {n}"),
     }
     if rating is not None:
         review["rating"] = rating

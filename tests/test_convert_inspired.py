@@ -9,18 +9,40 @@ from usersimcrs.core.dialogue import AGENT
 from usersimcrs.errors import DataError
 
 HEADER = [
-    "dialog_id", "utt_id", "speaker", "turn_id", "text", "text_with_placeholder", "movies", "genres",
-    "people_names", "movie_dict", "genre_dict", "actor_dict", "director_dict", "others_dict", "expert_label",
-    "second_label", "fine_label", "coarse_label", "movie_id",
+    "dialog_id",
+    "utt_id",
+    "speaker",
+    "turn_id",
+    "text",
+    "text_with_placeholder",
+    "movies",
+    "genres",
+    "people_names",
+    "movie_dict",
+    "genre_dict",
+    "actor_dict",
+    "director_dict",
+    "others_dict",
+    "expert_label",
+    "second_label",
+    "fine_label",
+    "coarse_label",
+    "movie_id",
 ]
 
 
 @pytest.fixture
 def inspired(shared_data, tmp_path):
     raw = shared_data / "raw" / "inspired"
-    inputs = [raw / "dev_first10dialogs.tsv", raw / "dev_dialog_with_nan_labels.tsv", raw / "list_of_dialog_ids_with_movie_id_all.tsv"]
+    inputs = [
+        raw / "dev_first10dialogs.tsv",
+        raw / "dev_dialog_with_nan_labels.tsv",
+        raw / "list_of_dialog_ids_with_movie_id_all.tsv",
+    ]
     report = run_convert("inspired", inputs, tmp_path / "out")
-    rows = [line.split("\t") for f in inputs[:2] for line in f.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+    rows = [
+        line.split("\t") for f in inputs[:2] for line in f.read_text(encoding="utf-8").splitlines()[1:] if line.strip()
+    ]
     return report, reload(tmp_path / "out"), rows
 
 
@@ -85,16 +107,47 @@ def _tsv(path, rows):
 
 
 def _row(did, n, speaker, text, movies="", fine="reject", coarse="reject_new", label=""):
-    return [did, str(n), speaker, str(n), text, text, movies, "", "", "{}", "{}", "{}", "{}", "{}", label, "", fine, coarse, "abc"]
+    return [
+        did,
+        str(n),
+        speaker,
+        str(n),
+        text,
+        text,
+        movies,
+        "",
+        "",
+        "{}",
+        "{}",
+        "{}",
+        "{}",
+        "{}",
+        label,
+        "",
+        fine,
+        coarse,
+        "abc",
+    ]
 
 
 def test_rejected_recommendation_has_no_targets(tmp_path):
-    path = _tsv(tmp_path / "d.tsv", [
-        _row("d1", 1, "RECOMMENDER", 'Try "Heat"', movies="Heat (1995)", label="recommend"),
-        _row("d1", 2, "SEEKER", "No thanks"),
-        _row("d2", 1, "RECOMMENDER", "Try Alien", movies="Alien (1979)", fine="accept_rating_good", coarse="accept_new"),
-        _row("d2", 2, "SEEKER", "I accept", fine="accept_rating_good", coarse="accept_new"),
-    ])
+    path = _tsv(
+        tmp_path / "d.tsv",
+        [
+            _row("d1", 1, "RECOMMENDER", 'Try "Heat"', movies="Heat (1995)", label="recommend"),
+            _row("d1", 2, "SEEKER", "No thanks"),
+            _row(
+                "d2",
+                1,
+                "RECOMMENDER",
+                "Try Alien",
+                movies="Alien (1979)",
+                fine="accept_rating_good",
+                coarse="accept_new",
+            ),
+            _row("d2", 2, "SEEKER", "I accept", fine="accept_rating_good", coarse="accept_new"),
+        ],
+    )
     report = run_convert("inspired", [path], tmp_path / "out")
     out = reload(tmp_path / "out")
     rejected, accepted = out["dialogues"]

@@ -69,7 +69,10 @@ def test_bad_rating_and_missing_column(tmp_path):
     with pytest.raises(DataError, match=r"ratings\.csv:3: column 'rating': not a number"):
         convert("movielens", [path], tmp_path / "out")
     report = run_convert("movielens", [path], tmp_path / "out", "--skip-bad")
-    assert [d["where"].rsplit("/", 1)[-1] for d in report["dropped"]] == ["ratings.csv:3: column 'rating'", "ratings.csv:4"]
+    assert [d["where"].rsplit("/", 1)[-1] for d in report["dropped"]] == [
+        "ratings.csv:3: column 'rating'",
+        "ratings.csv:4",
+    ]
     assert "missing column 'rating'" in report["dropped"][1]["reason"]
     assert report["counts_out"]["ratings"] == 1
     assert_balanced(report, ["ratings"])

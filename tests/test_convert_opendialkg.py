@@ -47,7 +47,9 @@ def test_movie_filter_drops_other_domains_with_reasons(raw, tmp_path):
     out = reload(tmp_path / "out")
     assert [d.conversation_id for d in out["dialogues"]] == ["dialogstudio_original_examples-0"]
     assert sorted(d["reason"] for d in report["dropped"]) == [
-        "domain book (filter: movie)", "domain book (filter: movie)", "domain book (filter: movie)",
+        "domain book (filter: movie)",
+        "domain book (filter: movie)",
+        "domain book (filter: movie)",
         "domain music (filter: movie)",
     ]
     assert_balanced(report, ["dialogues", "utterances"])
@@ -87,7 +89,11 @@ def test_bad_messages_json_names_the_line(raw, tmp_path):
     from data_converters.run import convert
 
     with pytest.raises(DataError, match=r"bad\.csv:3: column 'Messages': not valid JSON"):
-        convert("opendialkg", [path], tmp_path / "out", )
+        convert(
+            "opendialkg",
+            [path],
+            tmp_path / "out",
+        )
     report = run_convert("opendialkg", [path], tmp_path / "out", "--skip-bad", "--domain", "all")
     assert report["counts_out"]["dialogues"] == 4 and len(report["dropped"]) == 1
     assert_balanced(report, ["dialogues"])

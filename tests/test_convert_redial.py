@@ -20,10 +20,16 @@ def _converted(tmp_path_factory):
     if not SHARED_DATA.is_dir():
         pytest.skip(f"../shared/data not found at {SHARED_DATA}")
     raw = SHARED_DATA / "raw" / "redial"
-    inputs = [raw / "test_data_first25.jsonl", raw / "train_data_dialogstudio_5.jsonl", raw / "movies_with_mentions.csv"]
+    inputs = [
+        raw / "test_data_first25.jsonl",
+        raw / "train_data_dialogstudio_5.jsonl",
+        raw / "movies_with_mentions.csv",
+    ]
     out = tmp_path_factory.mktemp("redial") / "out"
     report = run_convert("redial", inputs, out)
-    records = [json.loads(line) for f in inputs[:2] for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = [
+        json.loads(line) for f in inputs[:2] for line in f.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
     return report, reload(out), {r["conversationId"]: r for r in records}
 
 

@@ -30,7 +30,12 @@ def test_shared_dialoguekit_file_round_trips(shared_data, tmp_path, name):
     assert len(dialogues) == len(raw)
     assert sum(len(d.utterances) for d in dialogues) == sum(len(r["conversation"]) for r in raw)
     # slots written as "slots" (INSPIRED sample) are not dropped
-    raw_slots = sum(len(a.get("slot_values", a.get("slots")) or []) for r in raw for u in r["conversation"] for a in u.get("dialogue_acts", []))
+    raw_slots = sum(
+        len(a.get("slot_values", a.get("slots")) or [])
+        for r in raw
+        for u in r["conversation"]
+        for a in u.get("dialogue_acts", [])
+    )
     assert sum(len(a.slot_values) for d in dialogues for u in d.utterances for a in u.dialogue_acts) == raw_slots
     out = tmp_path / "out.json"
     write_dialoguekit(dialogues, out)
@@ -57,14 +62,24 @@ def test_written_file_loads_in_dialoguekit_with_ids(shared_data, tmp_path, name)
         assert [u.utterance_id for u in dk.utterances] == [u.utterance_id for u in mine.utterances]
         for u_mine, u_dk in zip(mine.utterances, dk.utterances):
             assert u_dk.text == u_mine.text
-            dk_acts = [(str(a.intent), [(s.slot, s.value, s.start, s.end) for s in a.annotations]) for a in u_dk.dialogue_acts]
+            dk_acts = [
+                (str(a.intent), [(s.slot, s.value, s.start, s.end) for s in a.annotations]) for a in u_dk.dialogue_acts
+            ]
             assert dk_acts == _acts(u_mine)
         assert {k: v for k, v in dk.metadata.items() if k != "usersimcrs"} == mine.metadata
 
 
 def test_run_fields_survive_dialoguekit_round_trip(tmp_path):
-    d = Dialogue(conversation_id="c1", status="failed", error="ConnectorError: HTTP 500", end_reason="error", seed=3, index=1)
-    d.add(Utterance(participant="USER", text="hi", dialogue_acts=[DialogueAct(intent="DISCLOSE", slot_values=[SlotValue(slot="GENRE", value="comedy")])]))
+    d = Dialogue(
+        conversation_id="c1", status="failed", error="ConnectorError: HTTP 500", end_reason="error", seed=3, index=1
+    )
+    d.add(
+        Utterance(
+            participant="USER",
+            text="hi",
+            dialogue_acts=[DialogueAct(intent="DISCLOSE", slot_values=[SlotValue(slot="GENRE", value="comedy")])],
+        )
+    )
     d.add(Utterance(participant="AGENT", text="Heat?", items=[ItemRef(id="6", title="Heat (1995)")], feedback=1))
     write_dialoguekit([d], tmp_path / "x.json")
     assert read_dialoguekit(tmp_path / "x.json") == [d]
@@ -72,7 +87,17 @@ def test_run_fields_survive_dialoguekit_round_trip(tmp_path):
 
 def test_other_toolkits_error_metadata_marks_failed(tmp_path):
     path = tmp_path / "anchor.json"
-    path.write_text(json.dumps([{"conversation ID": "a1", "metadata": {"error": "pop from an empty deque"}, "conversation": [{"participant": "AGENT", "utterance": "Hi", "utterance ID": "u0"}]}]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "conversation ID": "a1",
+                    "metadata": {"error": "pop from an empty deque"},
+                    "conversation": [{"participant": "AGENT", "utterance": "Hi", "utterance ID": "u0"}],
+                }
+            ]
+        )
+    )
     (d,) = read_dialoguekit(path)
     assert d.conversation_id == "a1" and d.status == "failed" and "deque" in d.error
     assert d.utterances[0].utterance_id == "u0"
@@ -109,9 +134,21 @@ def test_acts_without_intent_are_dropped_counted_and_their_utterances_kept(tmp_p
     from usersimcrs.core.dialoguekit_io import read_dialoguekit_report
 
     turns = [
-        {"participant": "USER", "utterance": "a comedy please", "dialogue_acts": [{"intent": "DISCLOSE", "slot_values": [["GENRE", "comedy"]]}]},
-        {"participant": "AGENT", "utterance": "How about Heat?", "dialogue_acts": [{"intent": None, "slot_values": [["TITLE", "Heat"]]}]},
-        {"participant": "AGENT", "utterance": "Or Up?", "dialogue_acts": [{"intent": "", "slot_values": []}, {"intent": "REVEAL"}]},
+        {
+            "participant": "USER",
+            "utterance": "a comedy please",
+            "dialogue_acts": [{"intent": "DISCLOSE", "slot_values": [["GENRE", "comedy"]]}],
+        },
+        {
+            "participant": "AGENT",
+            "utterance": "How about Heat?",
+            "dialogue_acts": [{"intent": None, "slot_values": [["TITLE", "Heat"]]}],
+        },
+        {
+            "participant": "AGENT",
+            "utterance": "Or Up?",
+            "dialogue_acts": [{"intent": "", "slot_values": []}, {"intent": "REVEAL"}],
+        },
         {"participant": "AGENT", "utterance": "Anything else?", "dialogue_acts": [{"slot_values": []}]},
     ]
     path = tmp_path / "real.json"
@@ -124,6 +161,15 @@ def test_acts_without_intent_are_dropped_counted_and_their_utterances_kept(tmp_p
     assert (result.acts.dropped_null_intent, result.acts.dropped_empty_intent) == (2, 1)
     assert result.acts.dropped == 3 and result.acts.slots_dropped == 1 and result.acts.utterances_affected == 3
     assert read_dialoguekit(path) == result.dialogues
-    path.write_text(json.dumps([{"conversation_id": "c1", "conversation": [{"participant": "USER", "utterance": "x", "dialogue_acts": [{"intent": ["A"]}]}]}]))
+    path.write_text(
+        json.dumps(
+            [
+                {
+                    "conversation_id": "c1",
+                    "conversation": [{"participant": "USER", "utterance": "x", "dialogue_acts": [{"intent": ["A"]}]}],
+                }
+            ]
+        )
+    )
     with pytest.raises(DataError, match=r"dialogue_acts\[0\]: intent must be a string"):
         read_dialoguekit(path)

@@ -20,7 +20,9 @@ def test_titles_with_trailing_articles_normalise():
 
 
 def test_csv_mapping_delimiters_and_lookup():
-    items = ItemCollection.from_csv(TINY, mapping={"genres": "GENRE", "keywords": "KEYWORD"}, delimiters={"genres": "|", "keywords": "|"})
+    items = ItemCollection.from_csv(
+        TINY, mapping={"genres": "GENRE", "keywords": "KEYWORD"}, delimiters={"genres": "|", "keywords": "|"}
+    )
     assert len(items) == 40
     heat = items.get("2")
     assert heat.title == "Heat (1995)" and heat.year == 1995
@@ -55,11 +57,13 @@ def test_missing_column_names_file_and_column(tmp_path):
 def _apes() -> ItemCollection:
     from usersimcrs.core.items import Item
 
-    return ItemCollection([
-        Item(id="a68", title="Planet of the Apes (1968)", year=1968),
-        Item(id="a01", title="Planet of the Apes (2001)", year=2001),
-        Item(id="m99", title="Matrix, The (1999)", year=1999),
-    ])
+    return ItemCollection(
+        [
+            Item(id="a68", title="Planet of the Apes (1968)", year=1968),
+            Item(id="a01", title="Planet of the Apes (2001)", year=2001),
+            Item(id="m99", title="Matrix, The (1999)", year=1999),
+        ]
+    )
 
 
 def test_a_bare_title_shared_by_remakes_stays_ambiguous():
@@ -79,7 +83,9 @@ def test_a_bare_title_shared_by_remakes_stays_ambiguous():
 def test_parsed_titles_keep_their_ambiguity_and_json_stays_compact():
     from crs_connectors.item_parsing import items_from_text
 
-    refs = items_from_text("I would recommend the following items:\n1: Planet of the Apes\n2: The Matrix (1999)", _apes())
+    refs = items_from_text(
+        "I would recommend the following items:\n1: Planet of the Apes\n2: The Matrix (1999)", _apes()
+    )
     assert [(r.id, r.resolution) for r in refs] == [(None, "ambiguous"), ("m99", "exact")]
     assert refs[0].candidates == ["a68", "a01"]
     assert "candidates" not in ItemRef(id="x").model_dump() and "resolution" not in ItemRef(id="x").model_dump_json()

@@ -59,7 +59,9 @@ def test_other_errors_are_not_retried():
 
 
 def test_retry_after_is_honoured_up_to_the_cap():
-    _, _, waits, _ = run_policy(RetryPolicy(3, 0.001, 0.05), [RetryableFailure("429", 0.02), RetryableFailure("429", 9.0), "ok"])
+    _, _, waits, _ = run_policy(
+        RetryPolicy(3, 0.001, 0.05), [RetryableFailure("429", 0.02), RetryableFailure("429", 9.0), "ok"]
+    )
     assert waits == [0.02, 0.05]
 
 

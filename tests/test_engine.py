@@ -155,7 +155,9 @@ def test_kill_9_then_resume_gives_exactly_all_conversations(tmp_path):
     out_dir = tmp_path / "killed"
     proc = subprocess.Popen(
         [sys.executable, "-m", "usersimcrs", "run", str(path), "--output", str(out_dir)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -196,8 +198,10 @@ def test_drop_failed_rewrites_atomically_without_failed_lines_or_torn_tail(tmp_p
     from usersimcrs.engine.runner import drop_failed
 
     path = tmp_path / "d.jsonl"
-    lines = [json.dumps({"conversation_id": c, "status": s}).encode() + b"\n" for c, s in
-             [("a", "ok"), ("b", "failed"), ("c", "ok"), ("a", "ok")]]
+    lines = [
+        json.dumps({"conversation_id": c, "status": s}).encode() + b"\n"
+        for c, s in [("a", "ok"), ("b", "failed"), ("c", "ok"), ("a", "ok")]
+    ]
     path.write_bytes(b"".join(lines) + b'{"conversation_id": "d", "sta')
     inode = path.stat().st_ino
     assert drop_failed(path) == {"b"}

@@ -28,12 +28,20 @@ def _content(run_dir: Path) -> list[dict]:
 def test_second_run_makes_no_llm_call_and_gives_the_same_conversations(tmp_path):
     with LLMServer() as server:  # default replies: deterministic text derived from each prompt
         data = {
-            "name": "rerun", "seed": 3, "conversations": 6, "concurrency": 3, "max_turns": 3,
-            "items": {"path": str(ROOT / "configs/data/tiny_movies.csv"), "delimiters": {"genres": "|", "keywords": "|"}},
+            "name": "rerun",
+            "seed": 3,
+            "conversations": 6,
+            "concurrency": 3,
+            "max_turns": 3,
+            "items": {
+                "path": str(ROOT / "configs/data/tiny_movies.csv"),
+                "delimiters": {"genres": "|", "keywords": "|"},
+            },
             "ratings": {"path": str(ROOT / "configs/data/tiny_ratings.csv")},
             "llm": server.config("openai", cache_dir=str(tmp_path / "cache")).model_dump(),
             "simulator": {"type": "llm_single", "min_turns": 3},
-            "crs": {"type": "retrieval"}, "progress": False,
+            "crs": {"type": "retrieval"},
+            "progress": False,
         }
         first = run(RunConfig.model_validate(data), tmp_path / "first")
         served = len(server.chat_requests)

@@ -79,7 +79,9 @@ class FixedReplyCRS(CRSConnector):
 
     async def reply(self, history: Dialogue, user_utterance: Utterance | None) -> CRSReply:
         raw = {"blob": "x" * self.config.raw_bytes, "turn": len(history.utterances)}
-        return CRSReply(text="Have a look at these.", items=[ItemRef(title=t, raw=t) for t in self.config.titles], raw=raw)
+        return CRSReply(
+            text="Have a look at these.", items=[ItemRef(title=t, raw=t) for t in self.config.titles], raw=raw
+        )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -95,7 +97,10 @@ def _start_server(port: int) -> subprocess.Popen:
     """The iEvaLM test server as a subprocess on `port`; returns once it listens."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "usersimcrs.testing.crs_servers", "ievalm", "--port", str(port)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -141,8 +146,12 @@ def _lines(run_dir: Path) -> list[dict]:
 def _by_id(run_dir: Path) -> dict[str, tuple]:
     """conversation ID -> (status, end reason, texts, recommended item IDs)."""
     return {
-        r["conversation_id"]: (r["status"], r["end_reason"], tuple(u["text"] for u in r["utterances"]),
-                               tuple(tuple(i.get("id") for i in u["items"]) for u in r["utterances"]))
+        r["conversation_id"]: (
+            r["status"],
+            r["end_reason"],
+            tuple(u["text"] for u in r["utterances"]),
+            tuple(tuple(i.get("id") for i in u["items"]) for u in r["utterances"]),
+        )
         for r in _lines(run_dir)
     }
 
@@ -170,8 +179,13 @@ def test_crs_killed_mid_run_then_restarted_and_resumed_equals_an_uninterrupted_r
         reference = _cli("run", str(config), "--output", str(tmp_path / "reference"))
         assert reference.returncode == 0, reference.stderr
         out = tmp_path / "killed"
-        run = subprocess.Popen([sys.executable, "-m", "usersimcrs", "run", str(config), "--output", str(out)],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        run = subprocess.Popen(
+            [sys.executable, "-m", "usersimcrs", "run", str(config), "--output", str(out)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.time() + 60
         while len(_ids_on_disk(out / "dialogues.jsonl")) < 3 and time.time() < deadline and run.poll() is None:
             time.sleep(0.01)
@@ -195,8 +209,13 @@ def test_crs_killed_mid_run_then_restarted_and_resumed_equals_an_uninterrupted_r
         assert "12 already done" in keep.stdout
 
         # default resume: the failed ones run again; no reader ever sees an ID twice
-        resume = subprocess.Popen([sys.executable, "-m", "usersimcrs", "run", str(config), "--output", str(out), "--resume"],
-                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        resume = subprocess.Popen(
+            [sys.executable, "-m", "usersimcrs", "run", str(config), "--output", str(out), "--resume"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         snapshots = 0
         while resume.poll() is None:
             ids = _ids_on_disk(out / "dialogues.jsonl")
@@ -253,14 +272,22 @@ def test_unreachable_crs_stops_the_matrix_before_any_cell(tmp_path, capsys):
     from usersimcrs.cli import main
 
     url = f"http://127.0.0.1:{_free_port()}/"
-    matrix = _write(tmp_path / "matrix.yaml", {
-        "name": "m",
-        "base": {"seed": 1, "conversations": 2, "max_turns": 2, "progress": False,
-                 "items": {"path": str(TINY), "delimiters": {"genres": "|", "keywords": "|"}}},
-        "simulators": [{"name": "genre", "type": "tests.test_engine_trust:GenreUser"}],
-        "crs": [{"name": "pop", "type": "popularity"}, {"name": "arena", "type": "crs_arena", "url": url}],
-        "report": False,
-    })
+    matrix = _write(
+        tmp_path / "matrix.yaml",
+        {
+            "name": "m",
+            "base": {
+                "seed": 1,
+                "conversations": 2,
+                "max_turns": 2,
+                "progress": False,
+                "items": {"path": str(TINY), "delimiters": {"genres": "|", "keywords": "|"}},
+            },
+            "simulators": [{"name": "genre", "type": "tests.test_engine_trust:GenreUser"}],
+            "crs": [{"name": "pop", "type": "popularity"}, {"name": "arena", "type": "crs_arena", "url": url}],
+            "report": False,
+        },
+    )
     assert main(["matrix", str(matrix), "--output", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and url in err[0]
@@ -285,8 +312,9 @@ def test_failed_share_over_the_limit_exits_3_with_reasons(tmp_path):
 
 
 def test_failure_reasons_group_by_reason_not_by_port_or_count(tmp_path):
-    assert failure_reason("ConnectorError: cannot connect to http://127.0.0.1:5005/ (refused) (after 3 attempts)") == \
-           failure_reason("ConnectorError: cannot connect to http://127.0.0.1:6001/ (refused) (after 2 attempts)")
+    assert failure_reason(
+        "ConnectorError: cannot connect to http://127.0.0.1:5005/ (refused) (after 3 attempts)"
+    ) == failure_reason("ConnectorError: cannot connect to http://127.0.0.1:6001/ (refused) (after 2 attempts)")
     assert failure_reason("ConnectorError: HTTP 500") != failure_reason("ConnectorError: HTTP 404")
     path = tmp_path / "d.jsonl"
     errors = ["HTTP 500 (after 2 attempts)", "timeout after 5s", "HTTP 500 (after 3 attempts)", None]
@@ -294,15 +322,24 @@ def test_failure_reasons_group_by_reason_not_by_port_or_count(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary = summarize_failures(path)
     assert (summary.total, summary.failed) == (4, 3) and summary.share == 0.75
-    assert [(r.reason, r.count) for r in summary.reasons] == [("HTTP 500 (after <n> attempts)", 2), ("timeout after <n>s", 1)]
+    assert [(r.reason, r.count) for r in summary.reasons] == [
+        ("HTTP 500 (after <n> attempts)", 2),
+        ("timeout after <n>s", 1),
+    ]
 
 
 def test_simulate_works_inside_a_running_event_loop(tmp_path):
-    config = RunConfig.model_validate({
-        "name": "inloop", "conversations": 3, "concurrency": 2, "progress": False,
-        "items": {"path": str(TINY), "delimiters": {"genres": "|", "keywords": "|"}},
-        "simulator": {"type": "tests.test_engine_trust:GenreUser"}, "crs": {"type": "tests.engine_plugins:EchoCRS"},
-    })
+    config = RunConfig.model_validate(
+        {
+            "name": "inloop",
+            "conversations": 3,
+            "concurrency": 2,
+            "progress": False,
+            "items": {"path": str(TINY), "delimiters": {"genres": "|", "keywords": "|"}},
+            "simulator": {"type": "tests.test_engine_trust:GenreUser"},
+            "crs": {"type": "tests.engine_plugins:EchoCRS"},
+        }
+    )
 
     async def notebook_cell():
         return simulate(config, tmp_path / "out")
@@ -334,7 +371,9 @@ def test_moviebot_buttons_and_intent_reach_dialogues_jsonl(tmp_path):
 
 
 def test_oversize_raw_is_truncated_with_a_flag(tmp_path):
-    config = _run_config(tmp_path, {"type": "tests.test_engine_trust:FixedReplyCRS", "raw_bytes": 40_000}, conversations=2)
+    config = _run_config(
+        tmp_path, {"type": "tests.test_engine_trust:FixedReplyCRS", "raw_bytes": 40_000}, conversations=2
+    )
     out = _cli("run", str(config), "--output", str(tmp_path / "run"))
     assert out.returncode == 0, out.stderr
     agent = [u for d in _lines(tmp_path / "run") for u in d["utterances"] if u["participant"] == "AGENT"]
@@ -354,15 +393,22 @@ def test_oversize_raw_is_truncated_with_a_flag(tmp_path):
 
 def test_ambiguous_titles_are_counted_in_the_run_summary(tmp_path):
     items = tmp_path / "items.csv"
-    items.write_text("movieId,title,genres\n1,Planet of the Apes (1968),Sci-Fi\n2,Planet of the Apes (2001),Sci-Fi\n"
-                     "3,Heat (1995),Action\n")
-    crs = {"type": "tests.test_engine_trust:FixedReplyCRS", "titles": ["Planet of the Apes", "Planet of the Apes (2001)", "Heat"]}
+    items.write_text(
+        "movieId,title,genres\n1,Planet of the Apes (1968),Sci-Fi\n2,Planet of the Apes (2001),Sci-Fi\n"
+        "3,Heat (1995),Action\n"
+    )
+    crs = {
+        "type": "tests.test_engine_trust:FixedReplyCRS",
+        "titles": ["Planet of the Apes", "Planet of the Apes (2001)", "Heat"],
+    }
     config = _run_config(tmp_path, crs, conversations=3, items={"path": str(items), "delimiters": {"genres": "|"}})
     out = _cli("run", str(config), "--output", str(tmp_path / "run"))
     assert out.returncode == 0, out.stderr
     agent = [u for d in _lines(tmp_path / "run") for u in d["utterances"] if u["participant"] == "AGENT"]
     lists = [[(i["id"], i.get("resolution"), i.get("candidates", [])) for i in u["items"]] for u in agent]
-    assert all(items == [(None, "ambiguous", ["1", "2"]), ("2", "exact", []), ("3", "normalized", [])] for items in lists)
+    assert all(
+        items == [(None, "ambiguous", ["1", "2"]), ("2", "exact", []), ("3", "normalized", [])] for items in lists
+    )
     manifest = read_manifest(tmp_path / "run")
     assert manifest["dialogues"]["ambiguous_items"] == len(agent) > 0
     assert f", {len(agent)} ambiguous item titles" in out.stdout

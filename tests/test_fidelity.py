@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT
 from usersimcrs.analysis.fidelity import (
+    CSV_COLUMNS,
     conversation_features,
     distinct_n,
     has_cue,
@@ -18,7 +19,6 @@ from usersimcrs.analysis.fidelity import (
 from usersimcrs.cli import main
 from usersimcrs.core.dialogue import Dialogue, DialogueAct, Utterance
 from usersimcrs.core.jsonl import JsonlWriter, read_models
-from usersimcrs.analysis.fidelity import CSV_COLUMNS
 from usersimcrs.pipeline.fidelity import fidelity
 
 VOCAB = (

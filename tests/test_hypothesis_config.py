@@ -16,7 +16,9 @@ SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[Healt
 
 scalars = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | st.text(max_size=10)
 values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=10
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=10,
 )
 TOP_KEYS = list(RunConfig.model_fields) + ["max_turn", "crs_", "Seed"]
 section = st.dictionaries(
@@ -27,10 +29,26 @@ section = st.dictionaries(
 config_like = st.dictionaries(st.sampled_from(TOP_KEYS), values | section, max_size=8)
 yaml_fragments = st.sampled_from(
     [
-        "name: x\n", "seed: 2001-13-45\n", "when: 2001-02-30 10:00:00\n", "a: &x [1, *x]\n", "? [a, b]\n: c\n",
-        "conversations: -1\n", "- just\n- a list\n", "'unterminated\n", "key: !!python/object:os.system ls\n",
-        "seed: 0x1F\n", "concurrency: .inf\n", "simulator: {type: agenda}\n", "crs: [1, 2]\n", "\t tab: 1\n",
-        "max_turns: 1e400\n", "llm: {backend: openai, retries: '3'}\n", "%YAML 1.1\n---\n", "{{\n", ":\n", "~\n",
+        "name: x\n",
+        "seed: 2001-13-45\n",
+        "when: 2001-02-30 10:00:00\n",
+        "a: &x [1, *x]\n",
+        "? [a, b]\n: c\n",
+        "conversations: -1\n",
+        "- just\n- a list\n",
+        "'unterminated\n",
+        "key: !!python/object:os.system ls\n",
+        "seed: 0x1F\n",
+        "concurrency: .inf\n",
+        "simulator: {type: agenda}\n",
+        "crs: [1, 2]\n",
+        "\t tab: 1\n",
+        "max_turns: 1e400\n",
+        "llm: {backend: openai, retries: '3'}\n",
+        "%YAML 1.1\n---\n",
+        "{{\n",
+        ":\n",
+        "~\n",
         "seed: 99999999999999999999999999\n",
     ]
 )

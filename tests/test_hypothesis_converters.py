@@ -37,11 +37,17 @@ SAMPLES = {
 }
 RECORDS_KEPT = 3
 
-json_scalars = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | st.text(max_size=10)
-json_values = st.recursive(
-    json_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=8
+json_scalars = (
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | st.text(max_size=10)
 )
-nasty_cells = st.text(max_size=12) | st.sampled_from(['"', '""', "\t", ",", "\n", "nan", "{'a': ", "[1,", "@", "@123", "-1", "1e999"])
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+nasty_cells = st.text(max_size=12) | st.sampled_from(
+    ['"', '""', "\t", ",", "\n", "nan", "{'a': ", "[1,", "@", "@123", "-1", "1e999"]
+)
 
 
 def _paths(value: object, prefix: tuple = ()) -> list[tuple]:

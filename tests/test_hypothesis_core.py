@@ -21,7 +21,9 @@ from usersimcrs.errors import DataError
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-json_scalars = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=12)
+json_scalars = (
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=12)
+)
 json_values = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
@@ -29,16 +31,38 @@ json_values = st.recursive(
 )
 
 UTTERANCE_KEYS = [
-    "participant", "utterance", "text", "utterance_id", "utterance ID", "dialogue_acts", "annotations",
-    "utterance_feedback", "feedback", "items", "latency_s", "metadata", "extra",
+    "participant",
+    "utterance",
+    "text",
+    "utterance_id",
+    "utterance ID",
+    "dialogue_acts",
+    "annotations",
+    "utterance_feedback",
+    "feedback",
+    "items",
+    "latency_s",
+    "metadata",
+    "extra",
 ]
-slot_like = st.lists(json_values, max_size=5) | st.dictionaries(st.sampled_from(["slot", "value", "start", "end"]), json_values)
-act_like = st.dictionaries(st.sampled_from(["intent", "slot_values", "slots"]), json_values | st.lists(slot_like, max_size=3))
+slot_like = st.lists(json_values, max_size=5) | st.dictionaries(
+    st.sampled_from(["slot", "value", "start", "end"]), json_values
+)
+act_like = st.dictionaries(
+    st.sampled_from(["intent", "slot_values", "slots"]), json_values | st.lists(slot_like, max_size=3)
+)
 field_value = {
     "participant": st.sampled_from(["USER", "AGENT", "user", "agent", "bot"]) | json_values,
     "dialogue_acts": st.lists(act_like | json_values, max_size=3) | json_values,
-    "annotations": st.lists(st.lists(json_values, max_size=3) | st.dictionaries(st.sampled_from(["key", "value"]), json_values), max_size=3) | json_values,
-    "items": st.lists(st.dictionaries(st.sampled_from(["id", "title", "score", "raw", "other"]), json_values) | json_values, max_size=3) | json_values,
+    "annotations": st.lists(
+        st.lists(json_values, max_size=3) | st.dictionaries(st.sampled_from(["key", "value"]), json_values), max_size=3
+    )
+    | json_values,
+    "items": st.lists(
+        st.dictionaries(st.sampled_from(["id", "title", "score", "raw", "other"]), json_values) | json_values,
+        max_size=3,
+    )
+    | json_values,
 }
 utterance_like = st.fixed_dictionaries(
     {},
@@ -102,7 +126,11 @@ def test_dialoguekit_reader_on_dialogue_shaped_json(value):
 
 texts = st.text(min_size=0, max_size=30)
 slot_values = st.builds(SlotValue, slot=st.text(min_size=1, max_size=8), value=st.none() | texts)
-acts = st.builds(DialogueAct, intent=st.text(min_size=1, max_size=10).filter(str.strip), slot_values=st.lists(slot_values, max_size=3))
+acts = st.builds(
+    DialogueAct,
+    intent=st.text(min_size=1, max_size=10).filter(str.strip),
+    slot_values=st.lists(slot_values, max_size=3),
+)
 item_refs = st.builds(ItemRef, id=st.none() | st.text(max_size=6), title=st.none() | texts)
 utterances = st.builds(
     Utterance,
@@ -110,7 +138,9 @@ utterances = st.builds(
     text=texts,
     dialogue_acts=st.lists(acts, max_size=2),
     items=st.lists(item_refs, max_size=3),
-    metadata=st.dictionaries(st.text(min_size=1, max_size=6).filter(lambda k: k != "usersimcrs"), json_scalars, max_size=2),
+    metadata=st.dictionaries(
+        st.text(min_size=1, max_size=6).filter(lambda k: k != "usersimcrs"), json_scalars, max_size=2
+    ),
 )
 dialogues = st.builds(
     Dialogue,

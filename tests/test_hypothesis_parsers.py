@@ -47,12 +47,19 @@ def test_act_parser_never_raises_and_keeps_only_known_vocabulary(text):
 
 
 @SETTINGS
-@given(json_values | st.fixed_dictionaries({"acts": st.lists(st.dictionaries(st.sampled_from(["intent", "slots"]), json_values), max_size=3)}))
+@given(
+    json_values
+    | st.fixed_dictionaries(
+        {"acts": st.lists(st.dictionaries(st.sampled_from(["intent", "slots"]), json_values), max_size=3)}
+    )
+)
 def test_act_json_reader_never_raises(data):
     _check_acts(act_parser.acts_from_json(data, VOCAB))
 
 
-slot_value = st.text(alphabet=st.characters(blacklist_characters="\"'()|,=", blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12).filter(str.strip)
+slot_value = st.text(
+    alphabet=st.characters(blacklist_characters="\"'()|,=", blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12
+).filter(str.strip)
 acts = st.lists(
     st.builds(
         lambda intent, slots: act_parser.DialogueAct(

@@ -16,8 +16,16 @@ def _utterances(n: int) -> list[dict]:
     turns = []
     for i in range(n):
         who = "USER" if i % 2 == 0 else "AGENT"
-        turns.append({"participant": who, "utterance": f"{who.lower()} says {i}", "utterance ID": f"u{i}",
-                      "dialogue_acts": [{"intent": "DISCLOSE", "slot_values": [["GENRE", "comedy"]]}] if who == "USER" else []})
+        turns.append(
+            {
+                "participant": who,
+                "utterance": f"{who.lower()} says {i}",
+                "utterance ID": f"u{i}",
+                "dialogue_acts": [{"intent": "DISCLOSE", "slot_values": [["GENRE", "comedy"]]}]
+                if who == "USER"
+                else [],
+            }
+        )
     return turns
 
 
@@ -26,8 +34,13 @@ def outside(tmp_path):
     dialogues = [
         {"conversation ID": "conv-1", "agent": {"id": "KBRD"}, "user": {"id": "sim"}, "conversation": _utterances(6)},
         # the other toolkit crashed here: its export keeps the exception text in metadata.error
-        {"conversation ID": "conv-2", "agent": {"id": "KBRD"}, "user": {"id": "sim"},
-         "metadata": {"error": "IndexError: pop from an empty deque"}, "conversation": _utterances(2)},
+        {
+            "conversation ID": "conv-2",
+            "agent": {"id": "KBRD"},
+            "user": {"id": "sim"},
+            "metadata": {"error": "IndexError: pop from an empty deque"},
+            "conversation": _utterances(2),
+        },
         {"conversation_id": "conv-3", "agent": {"id": "KBRD"}, "user": {"id": "sim"}, "conversation": _utterances(8)},
     ]
     judge = {
@@ -68,12 +81,18 @@ def test_import_marks_errors_failed_and_joins_anchor_judgments(outside, tmp_path
     assert dialogues[0]["utterances"][1]["utterance_id"] == "u1"  # IDs survive
     judgments = list(iter_jsonl(run_dir / "judgments.jsonl"))
     by_key = {(j["conversation_id"], j["name"]): j for j in judgments}
-    assert set(by_key) == {("conv-1", "fluency"), ("conv-2", "fluency"), ("conv-3", "fluency"),
-                           ("conv-1", "overall_satisfaction")}
+    assert set(by_key) == {
+        ("conv-1", "fluency"),
+        ("conv-2", "fluency"),
+        ("conv-3", "fluency"),
+        ("conv-1", "overall_satisfaction"),
+    }
     assert {j["join"] for j in judgments} == {"id"}
     assert by_key[("conv-1", "fluency")]["value"] == 4.0 and by_key[("conv-1", "fluency")]["rationale"] == "reads well"
     assert by_key[("conv-3", "fluency")]["value"] is None
-    assert by_key[("conv-3", "fluency")]["status"] == "parse_error" and by_key[("conv-3", "fluency")]["raw_value"] == 0.0
+    assert (
+        by_key[("conv-3", "fluency")]["status"] == "parse_error" and by_key[("conv-3", "fluency")]["raw_value"] == 0.0
+    )
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["config"]["crs"]["type"] == "KBRD" and manifest["dialogues"]["failed"] == 1
 

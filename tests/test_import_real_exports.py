@@ -19,7 +19,11 @@ def _dialogue(cid: str, text: str = "hello", *, agent: str = "KBRD", null_acts: 
         "agent": {"id": agent, "type": "AGENT"},
         "user": {"id": "sim", "type": "USER"},
         "conversation": [
-            {"participant": "USER", "utterance": text, "dialogue_acts": [{"intent": "DISCLOSE", "slot_values": [["GENRE", "drama"]]}]},
+            {
+                "participant": "USER",
+                "utterance": text,
+                "dialogue_acts": [{"intent": "DISCLOSE", "slot_values": [["GENRE", "drama"]]}],
+            },
             {"participant": "AGENT", "utterance": f"re: {text}", "dialogue_acts": agent_acts},
         ],
     }
@@ -58,7 +62,9 @@ def test_null_and_empty_intents_import_with_acts_dropped_and_counted(tmp_path, c
 @pytest.fixture
 def repeated(tmp_path) -> Path:
     """IDs t1 (three times: an exact copy, then different content) and t2 once."""
-    return _write(tmp_path / "export.json", [_dialogue("t1"), _dialogue("t1"), _dialogue("t2"), _dialogue("t1", "other")])
+    return _write(
+        tmp_path / "export.json", [_dialogue("t1"), _dialogue("t1"), _dialogue("t2"), _dialogue("t1", "other")]
+    )
 
 
 def test_repeated_ids_are_renamed_in_file_order_and_exact_copies_reported(repeated, tmp_path, capsys):
@@ -71,7 +77,9 @@ def test_repeated_ids_are_renamed_in_file_order_and_exact_copies_reported(repeat
     dup = _report(run_dir)["duplicates"]
     assert (dup["repeated_ids"], dup["exact"], dup["differing"]) == (1, 1, 1)
     assert [(r["old"], r["new"], r["position"], r["exact_duplicate"]) for r in dup["renamed"]] == [
-        ("t1", "t1~2", 1, True), ("t1", "t1~3", 3, False)]
+        ("t1", "t1~2", 1, True),
+        ("t1", "t1~3", 3, False),
+    ]
 
 
 def test_rename_passes_over_a_suffix_the_file_already_uses(tmp_path, capsys):
@@ -99,8 +107,12 @@ def test_repeated_ids_fail_is_one_line_naming_file_and_id(repeated, tmp_path, ca
 
 def _anchor_judge(ids: list[str], aspects=("fluency", "relevance"), agent="KBRD") -> dict:
     """The anchor's result layout: one list per aspect, records in dialogue order."""
-    return {agent: {a: [{"conversation_id": cid, "score": 1 + i % 5, "score_explanation": f"r{i}"}
-                        for i, cid in enumerate(ids)] for a in aspects}}
+    return {
+        agent: {
+            a: [{"conversation_id": cid, "score": 1 + i % 5, "score_explanation": f"r{i}"} for i, cid in enumerate(ids)]
+            for a in aspects
+        }
+    }
 
 
 @pytest.fixture
@@ -135,7 +147,10 @@ def test_foreign_id_judgments_join_by_position_with_provenance(foreign, tmp_path
     assert [(j["conversation_id"], j["rationale"]) for j in fluency] == [("d1", "r0"), ("d2", "r1"), ("d3", "r2")]
     assert {(j["join"], j["source_conversation_id"]) for j in judgments} == {("position", "20240101-120000")}
     lists = _report(run_dir)["judgments"]["lists"]
-    assert {(x["aspect"], x["join"], x["joined"]) for x in lists} == {("fluency", "position", 3), ("relevance", "position", 3)}
+    assert {(x["aspect"], x["join"], x["joined"]) for x in lists} == {
+        ("fluency", "position", 3),
+        ("relevance", "position", 3),
+    }
 
 
 def test_position_join_refuses_a_count_mismatch(foreign, tmp_path, capsys):
@@ -183,4 +198,3 @@ def test_real_dialoguekit_exports_import_whole(shared_data, tmp_path, capsys, na
     assert f"{len(raw)} of {len(raw)} dialogues imported" in capsys.readouterr().out
     report = _report(tmp_path / "run")
     assert report["acts"]["read"] == sum(len(u.get("dialogue_acts") or []) for d in raw for u in d["conversation"])
-

@@ -31,16 +31,33 @@ def run_dir(tmp_path) -> Path:
     """Three valid conversations, one failed, one with a single system turn."""
     folder = tmp_path / "run"
     with JsonlWriter(folder / "dialogues.jsonl") as writer:
-        for d in [conversation("a", 3), conversation("b", 2), conversation("c", 4),
-                  conversation("failed", 3, status="failed"), conversation("short", 1)]:
+        for d in [
+            conversation("a", 3),
+            conversation("b", 2),
+            conversation("c", 4),
+            conversation("failed", 3, status="failed"),
+            conversation("short", 1),
+        ]:
             writer.write(d)
     (folder / "manifest.json").write_text(json.dumps({"name": "t", "status": "completed"}))
     return folder
 
 
 def judge(run_dir: Path, server: LLMServer, *extra: str) -> int:
-    return main(["judge", str(run_dir), "--llm-backend", "openai", "--base-url", server.openai_url,
-                 "--model", "test-model", "--no-cache", *extra])
+    return main(
+        [
+            "judge",
+            str(run_dir),
+            "--llm-backend",
+            "openai",
+            "--base-url",
+            server.openai_url,
+            "--model",
+            "test-model",
+            "--no-cache",
+            *extra,
+        ]
+    )
 
 
 def judgments(run_dir: Path) -> list[dict]:
@@ -104,7 +121,9 @@ def test_dry_run_calls_nothing_and_counts_calls(run_dir, capsys):
     # 3 valid conversations; effectiveness needs ground truth, which these lack: 11 factors each,
     # plus 4 roles x 4 rounds of debate each
     assert report["calls"] == 3 * 11 + 3 * 16
-    assert report["prompt_tokens"] > 0 and report["total_tokens"] == report["prompt_tokens"] + report["completion_tokens"]
+    assert (
+        report["prompt_tokens"] > 0 and report["total_tokens"] == report["prompt_tokens"] + report["completion_tokens"]
+    )
     assert not (run_dir / "judgments.jsonl").exists()
 
 
@@ -115,7 +134,9 @@ def test_core12_debate_with_a_models_map(run_dir, tmp_path):
         return REPLY
 
     models = tmp_path / "models.yaml"
-    models.write_text(yaml.safe_dump({"judge.core12.coherence": {"model": "coh"}, "debate.linguist": {"model": "ling"}}))
+    models.write_text(
+        yaml.safe_dump({"judge.core12.coherence": {"model": "coh"}, "debate.linguist": {"model": "ling"}})
+    )
     with LLMServer(replies=reply) as server:
         assert judge(run_dir, server, "--judge", "core12", "--debate", "--models", str(models), "--limit", "1") == 0
         by_model = server.counters["by_model"]

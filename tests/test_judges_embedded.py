@@ -21,9 +21,17 @@ pytestmark = [pytest.mark.embedded, pytest.mark.slow]
 def test_embedded_model_gives_a_valid_score_and_the_estimate_is_close(embedded_model_path):
     dialogue = Dialogue(conversation_id="emb-1")
     dialogue.add(Utterance(participant="USER", text="I'd like a funny movie for tonight."))
-    dialogue.add(Utterance(participant="AGENT", text="Try Airplane! (1980), a classic spoof.", items=[ItemRef(title="Airplane! (1980)")]))
+    dialogue.add(
+        Utterance(
+            participant="AGENT",
+            text="Try Airplane! (1980), a classic spoof.",
+            items=[ItemRef(title="Airplane! (1980)")],
+        )
+    )
     dialogue.add(Utterance(participant="USER", text="Seen it. Anything newer?"))
-    dialogue.add(Utterance(participant="AGENT", text="Superbad (2007) is very funny.", items=[ItemRef(title="Superbad (2007)")]))
+    dialogue.add(
+        Utterance(participant="AGENT", text="Superbad (2007) is very funny.", items=[ItemRef(title="Superbad (2007)")])
+    )
     judge = QualityJudge(JudgeOptions(criteria=["fluency"], max_tokens=96, rationale_chars=160))
     provider = LLMProvider(LLMConfig(backend="llamacpp", model_path=embedded_model_path, cache=False, n_ctx=2048))
 

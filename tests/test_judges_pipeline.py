@@ -33,8 +33,22 @@ def by_model_reply(body: dict) -> str:
 
 
 def cli_judge(run_dir: Path, url: str, model: str, *extra: str) -> int:
-    return main(["judge", str(run_dir), "--judge", "quality", "--llm-backend", "openai", "--base-url", url,
-                 "--model", model, "--no-cache", *extra])
+    return main(
+        [
+            "judge",
+            str(run_dir),
+            "--judge",
+            "quality",
+            "--llm-backend",
+            "openai",
+            "--base-url",
+            url,
+            "--model",
+            model,
+            "--no-cache",
+            *extra,
+        ]
+    )
 
 
 def rows(run_dir: Path) -> list[dict]:
@@ -130,9 +144,23 @@ def test_missing_api_key_stops_at_once_with_one_line(run_dir):
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "usersimcrs", "judge", str(run_dir), "--judge", "quality",
-         "--llm-backend", "openai", "--model", "gpt-4o-mini"],
-        capture_output=True, text=True, env=env, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "usersimcrs",
+            "judge",
+            str(run_dir),
+            "--judge",
+            "quality",
+            "--llm-backend",
+            "openai",
+            "--model",
+            "gpt-4o-mini",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     elapsed = time.perf_counter() - started
     assert done.returncode == 2, done.stderr
@@ -151,8 +179,15 @@ class _Refusing(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.seen.append(self.path)
-        body = json.dumps({"error": {"message": "Incorrect API key provided: sk-te****", "type": "invalid_request_error",
-                                     "code": "invalid_api_key"}}).encode()
+        body = json.dumps(
+            {
+                "error": {
+                    "message": "Incorrect API key provided: sk-te****",
+                    "type": "invalid_request_error",
+                    "code": "invalid_api_key",
+                }
+            }
+        ).encode()
         self.send_response(self.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -259,8 +294,16 @@ def test_dry_run_result_is_typed_and_calls_nothing(run_dir):
 def test_reader_returns_judgments_and_tolerates_imported_anchor_records(tmp_path):
     from usersimcrs.analysis.anchor_judgments import anchor_judgments
 
-    anchor = anchor_judgments({"kbrd": {"fluency": [{"conversation_id": "c1", "score": 0.0, "score_explanation": None},
-                                                    {"conversation_id": "c2", "score": 4}]}})
+    anchor = anchor_judgments(
+        {
+            "kbrd": {
+                "fluency": [
+                    {"conversation_id": "c1", "score": 0.0, "score_explanation": None},
+                    {"conversation_id": "c2", "score": 4},
+                ]
+            }
+        }
+    )
     path = tmp_path / "judgments.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in [*anchor, {**anchor[1], "metadata": {"repeat": 2}}]) + "\n")
     records = read_judgments(path)
@@ -277,8 +320,15 @@ def test_debate_rounds_view_follows_the_records_not_the_judge_name():
     from usersimcrs.report.sections import add_judgment_sections
 
     records = [
-        {"conversation_id": f"c{i}", "judge": "my_panel", "name": "overall", "value": 60.0, "scale": [0, 100],
-         "model": "m", "raw": {"rounds": [{"a": 50.0, "b": 70.0}, {"a": 60.0, "b": 60.0}], "max_rounds": 2}}
+        {
+            "conversation_id": f"c{i}",
+            "judge": "my_panel",
+            "name": "overall",
+            "value": 60.0,
+            "scale": [0, 100],
+            "model": "m",
+            "raw": {"rounds": [{"a": 50.0, "b": 70.0}, {"a": 60.0, "b": 60.0}], "max_rounds": 2},
+        }
         for i in range(3)
     ]
     report = Report(title="t")

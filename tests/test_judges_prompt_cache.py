@@ -38,8 +38,13 @@ from usersimcrs.testing.llm_server import LLMServer
 
 def conversation(cid: str, replies: list[str]) -> Dialogue:
     d = Dialogue(conversation_id=cid)
-    d.profile = UserProfile.model_validate({"user_id": "u", "need": {"targets": [{"title": "Heat (1995)"}]},
-                                            "preferences": {"narrative": "Likes tense crime films."}})
+    d.profile = UserProfile.model_validate(
+        {
+            "user_id": "u",
+            "need": {"targets": [{"title": "Heat (1995)"}]},
+            "preferences": {"narrative": "Likes tense crime films."},
+        }
+    )
     for i, text in enumerate(replies):
         d.add(Utterance(participant="USER", text=f"{cid} asks {i}"))
         d.add(Utterance(participant="AGENT", text=text, items=[ItemRef(title=f"Film {cid}-{i}")]))
@@ -97,7 +102,9 @@ def test_only_the_criterion_that_uses_them_sees_ground_truth_and_preferences_in_
     # the extra block is fenced under its own hash tag, announced by the request
     tags = re.findall(re.escape(DATA_OPEN) + r"(DATA-[0-9A-F]{12})\n", effectiveness)
     assert len(tags) == 2 and tags[0] != tags[1]
-    extra = effectiveness[effectiveness.index(f"{DATA_OPEN}{tags[1]}\n") + len(tags[1]) + 4 : effectiveness.index(f"\n{tags[1]}>>>")]
+    extra = effectiveness[
+        effectiveness.index(f"{DATA_OPEN}{tags[1]}\n") + len(tags[1]) + 4 : effectiveness.index(f"\n{tags[1]}>>>")
+    ]
     assert json.loads(extra) == {"ground_truth": ["Heat (1995)"]}
 
 
@@ -131,7 +138,9 @@ def test_the_manifest_reports_prefix_reuse_per_component_and_judge(tmp_path):
     write_run(run_dir, judged=False)
     with LLMServer() as server:
         for name, model in (("quality", "m"), ("core12", "m"), ("quality", "m2")):  # m2: a second invocation adds up
-            request = JudgeRequest(judge=name, llm_backend="openai", base_url=server.openai_url, model=model, no_cache=True)
+            request = JudgeRequest(
+                judge=name, llm_backend="openai", base_url=server.openai_url, model=model, no_cache=True
+            )
             judge(run_dir, request)
     judges = read_manifest(run_dir)["judges"]
     for name in ("quality", "core12"):
@@ -159,8 +168,14 @@ def test_batch_mode_makes_one_call_and_stores_every_criterion_as_batched(tmp_pat
     run_dir = tmp_path / "run"
     write_run(run_dir, judged=False)
     with LLMServer() as server:
-        request = JudgeRequest(judge="quality", batch_aspects=True, llm_backend="openai", base_url=server.openai_url,
-                               model="m", no_cache=True)
+        request = JudgeRequest(
+            judge="quality",
+            batch_aspects=True,
+            llm_backend="openai",
+            base_url=server.openai_url,
+            model="m",
+            no_cache=True,
+        )
         result = judge(run_dir, request)
         calls = len(server.chat_requests)
         body = server.chat_requests[0].body
@@ -177,18 +192,22 @@ def test_batch_mode_makes_one_call_and_stores_every_criterion_as_batched(tmp_pat
     assert manifest["usage"]["calls"] == calls
     # a per-criterion run with the same model finds everything done
     with LLMServer() as server:
-        again = judge(run_dir, JudgeRequest(judge="quality", llm_backend="openai", base_url=server.openai_url,
-                                            model="m", no_cache=True))
+        again = judge(
+            run_dir,
+            JudgeRequest(judge="quality", llm_backend="openai", base_url=server.openai_url, model="m", no_cache=True),
+        )
         assert server.chat_requests == []
     assert again.already_done == 7 and again.judged == 0
 
 
 def test_a_missing_or_out_of_range_part_is_none_with_its_status_and_the_rest_stand():
     d = conversation("c1", ["Try Heat.", "Or Ronin."])
-    parts = {"recommendation_relevance": {"rationale": "fits", "rating": 4},
-             "communication_style": {"rationale": "clear", "rating": 9},  # out of range
-             "fluency": {"rationale": "fine", "rating": 5},
-             "conversational_flow": {"rationale": "ok", "rating": 3}}  # overall_satisfaction missing
+    parts = {
+        "recommendation_relevance": {"rationale": "fits", "rating": 4},
+        "communication_style": {"rationale": "clear", "rating": 9},  # out of range
+        "fluency": {"rationale": "fine", "rating": 5},
+        "conversational_flow": {"rationale": "ok", "rating": 3},
+    }  # overall_satisfaction missing
     with LLMServer(replies=batched_reply(parts)) as server:
         judgments = _score(QualityJudge(JudgeOptions(batch=True, max_attempts=2)), d, server)
         calls = server.chat_requests
@@ -222,10 +241,21 @@ def test_batch_mode_with_a_criterion_lacking_its_input_records_it_without_asking
 def test_dry_run_follows_the_mode(tmp_path):
     run_dir = tmp_path / "run"
     write_run(run_dir, judged=False)
-    per = judge(run_dir, JudgeRequest(judge="quality", dry_run=True, llm_backend="openai", model="m",
-                                      base_url="http://127.0.0.1:9"))
-    batched = judge(run_dir, JudgeRequest(judge="quality", dry_run=True, batch_aspects=True, llm_backend="openai",
-                                          model="m", base_url="http://127.0.0.1:9"))
+    per = judge(
+        run_dir,
+        JudgeRequest(judge="quality", dry_run=True, llm_backend="openai", model="m", base_url="http://127.0.0.1:9"),
+    )
+    batched = judge(
+        run_dir,
+        JudgeRequest(
+            judge="quality",
+            dry_run=True,
+            batch_aspects=True,
+            llm_backend="openai",
+            model="m",
+            base_url="http://127.0.0.1:9",
+        ),
+    )
     assert per.dry_run.calls == 5 * per.to_judge
     assert batched.dry_run.calls == batched.to_judge
     assert batched.dry_run.prompt_tokens < per.dry_run.prompt_tokens
@@ -279,7 +309,7 @@ def test_a_replacement_prompts_file_changes_the_prompts_the_server_sees(tmp_path
     own = tmp_path / "prompts.yaml"
     own.write_text(
         "criterion_request: 'Give {name} a score now ({scores}).'\n"
-        "correction: 'Not usable ({problem}); send {{\"{text_key}\": \"...\", \"{score_key}\": N}} only.'\n"
+        'correction: \'Not usable ({problem}); send {{"{text_key}": "...", "{score_key}": N}} only.\'\n'
     )
     d = conversation("c1", ["Try Heat.", "Or Ronin."])
     replies = iter(["no score here", json.dumps({"rationale": "r", "rating": 3})])
@@ -322,7 +352,9 @@ def test_a_local_model_whose_window_is_too_small_for_the_shared_rubric_gets_the_
 
         async def go():
             try:
-                return await Core12Judge(JudgeOptions(criteria=["coherence", "novelty"])).score(d, RunContext(llms=provider))
+                return await Core12Judge(JudgeOptions(criteria=["coherence", "novelty"])).score(
+                    d, RunContext(llms=provider)
+                )
             finally:
                 await provider.aclose()
 
@@ -344,8 +376,19 @@ def test_the_debate_argues_from_batched_factors(tmp_path):
         return None  # the server's schema-valid default for the batched factors
 
     with LLMServer(replies=lambda body: reply(body) or _default(body)) as server:
-        result = judge(run_dir, JudgeRequest(judge="core12", debate=True, batch_aspects=True, limit=1,
-                                             llm_backend="openai", base_url=server.openai_url, model="m", no_cache=True))
+        result = judge(
+            run_dir,
+            JudgeRequest(
+                judge="core12",
+                debate=True,
+                batch_aspects=True,
+                limit=1,
+                llm_backend="openai",
+                base_url=server.openai_url,
+                model="m",
+                no_cache=True,
+            ),
+        )
         calls = len(server.chat_requests)
     rows = list(iter_jsonl(run_dir / "judgments.jsonl"))
     factors = [r for r in rows if r["judge"] == "core12"]
@@ -380,6 +423,7 @@ def test_b6_reports_run_level_prefix_reuse_from_the_real_prompt_builder(tmp_path
 def test_another_producers_mode_field_is_kept_in_provenance():
     from usersimcrs.judges.base import Judgment
 
-    record = Judgment.model_validate({"conversation_id": "a", "judge": "quality", "name": "fluency", "value": 3,
-                                      "scale": [1, 5], "mode": "pairwise"})
+    record = Judgment.model_validate(
+        {"conversation_id": "a", "judge": "quality", "name": "fluency", "value": 3, "scale": [1, 5], "mode": "pairwise"}
+    )
     assert record.mode is None and record.provenance == {"mode": "pairwise"}

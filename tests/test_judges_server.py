@@ -22,13 +22,23 @@ from usersimcrs.runtime.context import RunContext
 from usersimcrs.testing.llm_server import LLMServer
 
 ROLES = ["common_user", "domain_expert", "linguist", "hci_expert"]
-ROLE_TITLES = {"Common user": "common_user", "Domain expert": "domain_expert", "Linguist": "linguist", "HCI expert": "hci_expert"}
+ROLE_TITLES = {
+    "Common user": "common_user",
+    "Domain expert": "domain_expert",
+    "Linguist": "linguist",
+    "HCI expert": "hci_expert",
+}
 
 
 def dialogue(conversation_id: str = "c1") -> Dialogue:
     d = Dialogue(conversation_id=conversation_id)
-    d.profile = UserProfile.model_validate({"user_id": "u", "need": {"targets": [{"title": "Finding Nemo (2003)"}]},
-                                            "preferences": {"narrative": "Likes animated family films about the sea."}})
+    d.profile = UserProfile.model_validate(
+        {
+            "user_id": "u",
+            "need": {"targets": [{"title": "Finding Nemo (2003)"}]},
+            "preferences": {"narrative": "Likes animated family films about the sea."},
+        }
+    )
     d.add(Utterance(participant="USER", text="Any family movies?"))
     d.add(Utterance(participant="AGENT", text="Have you seen Moana?", items=[ItemRef(title="Moana (2016)")]))
     d.add(Utterance(participant="USER", text="Something with a fish looking for his son?"))
@@ -90,7 +100,9 @@ def test_tolerant_parse_of_a_rating_tag():
 
 def test_malformed_reply_is_retried_then_recorded_as_none_with_status():
     with LLMServer(replies=lambda body: "I would rather not say.") as server:
-        judgments = run(QualityJudge(JudgeOptions(criteria=["fluency"], max_attempts=3)), dialogue(), provider_for(server))
+        judgments = run(
+            QualityJudge(JudgeOptions(criteria=["fluency"], max_attempts=3)), dialogue(), provider_for(server)
+        )
         requests = server.chat_requests
     (judgment,) = judgments
     assert judgment.value is None and judgment.status == "parse_error"
@@ -109,13 +121,17 @@ def test_malformed_then_valid_reply_recovers():
 def test_out_of_range_score_is_rejected_not_clipped():
     reply = json.dumps({"rationale": "great", "rating": 9})
     with LLMServer(replies=lambda body: reply) as server:
-        (judgment,) = run(Core12Judge(JudgeOptions(criteria=["coherence"], max_attempts=2)), dialogue(), provider_for(server))
+        (judgment,) = run(
+            Core12Judge(JudgeOptions(criteria=["coherence"], max_attempts=2)), dialogue(), provider_for(server)
+        )
     assert judgment.value is None and judgment.status == "out_of_range" and "outside 0-4" in judgment.error
 
 
 def test_appropriateness_only_accepts_0_or_4():
     with LLMServer(replies=lambda body: json.dumps({"rationale": "meh", "rating": 2})) as server:
-        (judgment,) = run(Core12Judge(JudgeOptions(criteria=["appropriateness"], max_attempts=1)), dialogue(), provider_for(server))
+        (judgment,) = run(
+            Core12Judge(JudgeOptions(criteria=["appropriateness"], max_attempts=1)), dialogue(), provider_for(server)
+        )
     assert judgment.value is None and judgment.status == "out_of_range"
 
 
@@ -127,8 +143,11 @@ def test_llm_failure_is_recorded_as_llm_error():
 
 def test_core12_mixture_of_evaluators_sends_each_factor_to_its_model():
     reply = lambda body: json.dumps({"rationale": body["model"], "rating": 4})  # noqa: E731
-    models = {"judge": {"model": "base-judge"}, "judge.coherence": {"model": "m-coherence"},
-              "judge.core12.novelty": {"model": "m-novelty"}}
+    models = {
+        "judge": {"model": "base-judge"},
+        "judge.coherence": {"model": "m-coherence"},
+        "judge.core12.novelty": {"model": "m-novelty"},
+    }
     judge = Core12Judge()
     with LLMServer(replies=reply) as server:
         judgments = run(judge, dialogue(), provider_for(server, expand_models_map(models, judge.component_chains())))
@@ -182,7 +201,9 @@ def debate_reply(score_of):
     def reply(body):
         if is_role_call(body):
             role = ROLE_TITLES[judged_title(body)]
-            return json.dumps({"statement": f"{role} in round {round_of(body)}", "score": score_of(role, round_of(body))})
+            return json.dumps(
+                {"statement": f"{role} in round {round_of(body)}", "score": score_of(role, round_of(body))}
+            )
         return FACTOR_REPLY
 
     return reply
@@ -216,14 +237,18 @@ def test_debate_runs_to_the_round_limit_and_averages_and_shares_the_buffer():
     assert overall.value == pytest.approx(sum(v + 4 for v in scores.values()) / 4)
     assert len(overall.raw["transcript"]) == 16
     # round 3 prompts carry the statements of rounds 1 and 2 from every role, and no factor of other roles
-    linguist_r3 = next(r for r in roles if round_of(r.body) == 3 and "Your role: Linguist" in r.body["messages"][0]["content"])
+    linguist_r3 = next(
+        r for r in roles if round_of(r.body) == 3 and "Your role: Linguist" in r.body["messages"][0]["content"]
+    )
     data = linguist_r3.body["messages"][1]["content"]
     assert "hci_expert in round 2" in data and "common_user in round 1" in data and "in round 3" not in data
     assert '"factor": "Naturalness"' in data and '"factor": "Novelty"' not in data
 
 
 def test_debate_later_round_unanimity_stops_there():
-    with LLMServer(replies=debate_reply(lambda role, rnd: 50 if rnd >= 2 else {"linguist": 90}.get(role, 30))) as server:
+    with LLMServer(
+        replies=debate_reply(lambda role, rnd: 50 if rnd >= 2 else {"linguist": 90}.get(role, 30))
+    ) as server:
         judgments = run(DebateJudge(), dialogue(), provider_for(server))
     overall = judgments[-1]
     assert overall.raw["stop_reason"] == "unanimous" and len(overall.raw["rounds"]) == 2 and overall.value == 50.0

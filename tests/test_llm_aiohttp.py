@@ -55,7 +55,9 @@ def test_same_wire_request_as_the_official_client(backend, monkeypatch):
     assert bodies["aiohttp"] == bodies["official"]
     assert headers["aiohttp"]["x-team"] == headers["official"]["x-team"] == "hdr-secret-0002"
     if backend == "openai":
-        assert headers["aiohttp"]["authorization"] == headers["official"]["authorization"] == "Bearer sk-wire-secret-0001"
+        assert (
+            headers["aiohttp"]["authorization"] == headers["official"]["authorization"] == "Bearer sk-wire-secret-0001"
+        )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -50,7 +50,9 @@ def schema_sent(request, backend: str):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_plain_completion_goes_over_the_wire(backend, client):
     with LLMServer(replies=["I would love a comedy from the nineties."]) as server:
-        result, usage = run(complete_once(server.config(backend, client=client), max_tokens=33, temperature=0.0, seed=7))
+        result, usage = run(
+            complete_once(server.config(backend, client=client), max_tokens=33, temperature=0.0, seed=7)
+        )
         (request,) = server.chat_requests
     assert result.text == "I would love a comedy from the nineties."
     assert result.backend == backend and result.model == "test-model" and not result.cached
@@ -91,8 +93,12 @@ def test_structured_output_tolerates_fences_and_prose(backend, client):
 def test_unparseable_output_is_retried_then_reported_not_raised(backend, client):
     replies = ["no json here", '{"intent": "maybe", "score": 1}', "still nothing"]
     with LLMServer(replies=replies) as server:
-        result, usage = run(complete_once(server.config(backend, client=client, retries=2, backoff_s=0.001), schema=SCHEMA))
-        temperatures = [r.body.get("temperature", r.body.get("options", {}).get("temperature")) for r in server.chat_requests]
+        result, usage = run(
+            complete_once(server.config(backend, client=client, retries=2, backoff_s=0.001), schema=SCHEMA)
+        )
+        temperatures = [
+            r.body.get("temperature", r.body.get("options", {}).get("temperature")) for r in server.chat_requests
+        ]
     assert result.parsed is None
     assert "after 3 attempts" in result.parse_error
     assert result.text == "still nothing"

@@ -31,17 +31,28 @@ WRITER = textwrap.dedent(
 
 def key(**overrides):
     base = dict(
-        backend="openai", model="m", base_url="http://h/v1", messages=[Message(role="user", content="hi")],
-        temperature=0.0, max_tokens=10, seed=None, schema=None,
+        backend="openai",
+        model="m",
+        base_url="http://h/v1",
+        messages=[Message(role="user", content="hi")],
+        temperature=0.0,
+        max_tokens=10,
+        seed=None,
+        schema=None,
     )
     return cache_key(**{**base, **overrides})
 
 
 def test_key_depends_on_everything_that_shapes_a_reply():
     variants = [
-        {"backend": "ollama"}, {"model": "n"}, {"base_url": "http://other/v1"},
-        {"messages": [Message(role="user", content="hi!")]}, {"temperature": 0.5}, {"max_tokens": 11},
-        {"seed": 1}, {"schema": {"type": "object"}},
+        {"backend": "ollama"},
+        {"model": "n"},
+        {"base_url": "http://other/v1"},
+        {"messages": [Message(role="user", content="hi!")]},
+        {"temperature": 0.5},
+        {"max_tokens": 11},
+        {"seed": 1},
+        {"schema": {"type": "object"}},
     ]
     keys = {key(**v) for v in variants} | {key()}
     assert len(keys) == len(variants) + 1
@@ -51,7 +62,9 @@ def test_key_depends_on_everything_that_shapes_a_reply():
 
 def test_round_trip_and_first_writer_wins(tmp_path):
     cache = ResponseCache(tmp_path)
-    cache.put("k", CachedReply(text="a", parsed={"x": [1]}, usage=Usage(prompt_tokens=3, completion_tokens=2), model="m"))
+    cache.put(
+        "k", CachedReply(text="a", parsed={"x": [1]}, usage=Usage(prompt_tokens=3, completion_tokens=2), model="m")
+    )
     cache.put("k", CachedReply(text="b"))
     got = cache.get("k")
     assert got.text == "a" and got.parsed == {"x": [1]} and got.usage.completion_tokens == 2

@@ -39,7 +39,10 @@ def test_embedded_model_generates_schema_valid_json(embedded_model_path, tmp_pat
     config = LLMConfig(backend="llamacpp", model_path=embedded_model_path, n_ctx=512, n_threads=2)
     messages = [
         Message(role="system", content="Reply with JSON only."),
-        Message(role="user", content="I laughed all through my favourite film. Which genre is it, and how much did I like it from 1 to 5?"),
+        Message(
+            role="user",
+            content="I laughed all through my favourite film. Which genre is it, and how much did I like it from 1 to 5?",
+        ),
     ]
 
     async def scenario():

@@ -14,15 +14,26 @@ from usersimcrs.llm import LLMConfig, LLMProvider
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, status_error
 
 
-@pytest.mark.parametrize(("status", "kind"), [(429, TransientLLMError), (500, TransientLLMError), (503, TransientLLMError),
-                                               (408, TransientLLMError), (400, PermanentLLMError), (401, PermanentLLMError),
-                                               (404, PermanentLLMError)])
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (429, TransientLLMError),
+        (500, TransientLLMError),
+        (503, TransientLLMError),
+        (408, TransientLLMError),
+        (400, PermanentLLMError),
+        (401, PermanentLLMError),
+        (404, PermanentLLMError),
+    ],
+)
 def test_status_classification(status, kind):
     assert isinstance(status_error("openai", status, "msg", None, []), kind)
 
 
 def test_reasons_are_scrubbed_of_secrets_and_kept_short():
-    error = status_error("openai", 401, "Incorrect API key provided: sk-abcdef123456 " + "x" * 500, None, ["sk-abcdef123456"])
+    error = status_error(
+        "openai", 401, "Incorrect API key provided: sk-abcdef123456 " + "x" * 500, None, ["sk-abcdef123456"]
+    )
     assert "sk-abcdef123456" not in str(error) and "***" in str(error)
     assert len(str(error)) <= 200 and str(error).startswith("openai: HTTP 401")
 

@@ -75,7 +75,11 @@ def test_a_backend_installed_by_entry_point_validates_and_answers(installed_plug
 
     result, usage, models = asyncio.run(ask())
     assert result.text == "A THRILLER PLEASE" and result.backend == "shouting"
-    assert models == {"simulator": "shouting:m1"} and usage["calls"] == 1 and usage["by_model"]["shouting:m1"]["prompt_tokens"] == 1
+    assert (
+        models == {"simulator": "shouting:m1"}
+        and usage["calls"] == 1
+        and usage["by_model"]["shouting:m1"]["prompt_tokens"] == 1
+    )
 
 
 def test_a_plugin_backend_is_gone_once_uninstalled(installed_plugin, monkeypatch):

@@ -49,7 +49,9 @@ def test_cache_persists_across_provider_instances(tmp_path):
 
         async def one_run():
             provider = LLMProvider(server.config("openai"), cache_dir=str(tmp_path))
-            result = await provider.get("judge").complete(ASK, schema={"type": "object", "properties": {"x": {"type": "integer"}}})
+            result = await provider.get("judge").complete(
+                ASK, schema={"type": "object", "properties": {"x": {"type": "integer"}}}
+            )
             summary = provider.usage_summary()
             await provider.aclose()
             return result, summary
@@ -113,7 +115,10 @@ def test_failed_parses_are_not_cached(tmp_path):
 
 def test_component_overrides_route_to_different_models(tmp_path):
     with LLMServer(models=["small", "large"]) as server:
-        components = {"judge": {"model": "large"}, "nlg": {"model": "large", "backend": "ollama", "base_url": server.url}}
+        components = {
+            "judge": {"model": "large"},
+            "nlg": {"model": "large", "backend": "ollama", "base_url": server.url},
+        }
 
         async def scenario():
             provider = LLMProvider(server.config("openai", model="small"), components, cache_dir=str(tmp_path))
@@ -133,8 +138,12 @@ def test_component_overrides_route_to_different_models(tmp_path):
     assert paths == ["/api/chat", "/v1/chat/completions"]
     assert summary["by_model"]["openai:large"]["calls"] == 1 and summary["by_model"]["openai:large"]["cache_hits"] == 1
     assert {k: summary["by_component"]["judge"][k] for k in COUNT_KEYS} == {
-        "calls": 1, "cache_hits": 1, "prompt_tokens": 4, "completion_tokens": summary["by_component"]["judge"]["completion_tokens"],
-        "retries": 0, "errors": 0,
+        "calls": 1,
+        "cache_hits": 1,
+        "prompt_tokens": 4,
+        "completion_tokens": summary["by_component"]["judge"]["completion_tokens"],
+        "retries": 0,
+        "errors": 0,
     }
     assert summary["by_component"]["simulator"]["calls"] == 1 and summary["by_component"]["nlg"]["calls"] == 1
 

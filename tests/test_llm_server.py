@@ -35,7 +35,14 @@ def test_default_reply_is_deterministic_and_follows_the_schema():
         "type": "object",
         "properties": {
             "act": {"type": "string", "enum": ["inform", "request", "bye"]},
-            "slots": {"type": "array", "minItems": 2, "items": {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer", "minimum": 3, "maximum": 4}}}},
+            "slots": {
+                "type": "array",
+                "minItems": 2,
+                "items": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}, "n": {"type": "integer", "minimum": 3, "maximum": 4}},
+                },
+            },
             "done": {"type": "boolean"},
             "note": {"type": ["string", "null"], "maxLength": 5},
         },
@@ -56,7 +63,10 @@ def test_default_reply_is_deterministic_and_follows_the_schema():
 def test_scripted_replies_list_then_callable():
     seen = []
     with LLMServer(replies=["first", "second"]) as server:
-        texts = [httpx.post(f"{server.url}/api/chat", json={**CHAT, "stream": False}).json()["message"]["content"] for _ in range(3)]
+        texts = [
+            httpx.post(f"{server.url}/api/chat", json={**CHAT, "stream": False}).json()["message"]["content"]
+            for _ in range(3)
+        ]
         server.set_replies(lambda body: seen.append(body["model"]) or f"for {body['model']}")
         last = httpx.post(f"{server.url}/api/chat", json={**CHAT, "model": "m2", "stream": False}).json()
     assert texts[:2] == ["first", "second"] and texts[2].startswith("echo ")

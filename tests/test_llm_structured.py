@@ -23,7 +23,7 @@ RATING = {
     [
         '{"score": 4}',
         '```json\n{"score": 4}\n```',
-        "```\n{\"score\": 4}\n```",
+        '```\n{"score": 4}\n```',
         'The rating is as follows: {"score": 4} -- hope that helps',
         '{"broken": \n then the real one {"score": 4}',
         '{"score": 9} no wait, {"score": 4}',

@@ -10,6 +10,7 @@ import pytest
 
 from usersimcrs.analysis.battles import Battle
 from usersimcrs.analysis.meta_eval import (
+    CSV_COLUMNS,
     StatRow,
     auc,
     conversation_stats,
@@ -21,7 +22,6 @@ from usersimcrs.cli import main
 from usersimcrs.core.dialogue import Dialogue, Utterance
 from usersimcrs.core.jsonl import JsonlWriter
 from usersimcrs.errors import DataError
-from usersimcrs.analysis.meta_eval import CSV_COLUMNS
 from usersimcrs.pipeline.meta_eval import meta_eval
 
 
@@ -209,14 +209,29 @@ def test_outside_references_judgments_and_label_ranking(tmp_path):
     for d in dialogues:
         d.metadata = {}
     _write_run(tmp_path / "run", dialogues)
-    pd.DataFrame({"conversation_id": [f"c{i}" for i in range(30)], "name": "rating",
-                  "value": [1 + i % 3 * 2 for i in range(30)]}).to_csv(tmp_path / "ref.csv", index=False)
+    pd.DataFrame(
+        {"conversation_id": [f"c{i}" for i in range(30)], "name": "rating", "value": [1 + i % 3 * 2 for i in range(30)]}
+    ).to_csv(tmp_path / "ref.csv", index=False)
     with JsonlWriter(tmp_path / "outside.jsonl") as writer:
         for i in range(30):
-            writer.write({"conversation_id": f"c{i}", "judge": "ext", "name": "overall", "value": 5 - i % 3 * 2,
-                          "scale": [1, 5], "status": "ok"})
-    result = meta_eval(tmp_path / "run", ["utterances", "ext:overall"], None, reference_csv=tmp_path / "ref.csv",
-                       judgments=[tmp_path / "outside.jsonl"], resamples=50)
+            writer.write(
+                {
+                    "conversation_id": f"c{i}",
+                    "judge": "ext",
+                    "name": "overall",
+                    "value": 5 - i % 3 * 2,
+                    "scale": [1, 5],
+                    "status": "ok",
+                }
+            )
+    result = meta_eval(
+        tmp_path / "run",
+        ["utterances", "ext:overall"],
+        None,
+        reference_csv=tmp_path / "ref.csv",
+        judgments=[tmp_path / "outside.jsonl"],
+        resamples=50,
+    )
     assert result.reference_key == "rating" and result.reference_kind == "ordinal" and result.human_source == "labels"
     values = {(r.score, r.level, r.statistic): r.value for r in result.rows}
     assert values[("utterances", "conversation", "kendall_tau_b")] == pytest.approx(1.0)

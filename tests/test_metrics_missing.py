@@ -22,8 +22,9 @@ from usersimcrs.report.sections import validity_table
 
 def _bare(cid: str = "human", end_reason: str | None = None):
     """A human/LLM-style dialogue: text only, no acts, no feedback, no targets."""
-    return dialogue(cid, [], [[ref("1")], [ref("2")]], user_texts=["any sci-fi?", "thanks, I'll watch it"],
-                    end_reason=end_reason)
+    return dialogue(
+        cid, [], [[ref("1")], [ref("2")]], user_texts=["any sci-fi?", "thanks, I'll watch it"], end_reason=end_reason
+    )
 
 
 def _values(d, options: MetricOptions | None = None) -> dict:
@@ -38,16 +39,19 @@ def test_success_is_missing_without_any_signal(end_reason):
     assert values["recommendation_rounds"] == 2  # the lists are there; only acceptance is unknown
 
 
-@pytest.mark.parametrize(("signal", "expected"), [
-    ({"end_reason": "target_hit"}, 1.0),
-    ({"end_reason": "agenda_done"}, 0.0),
-    ({"end_reason": "user_gave_up"}, 0.0),
-    ({"end_reason": "max_rounds_no_hit"}, 0.0),
-    ({"user_acts": [["DISCLOSE"], ["REJECT"]]}, 0.0),
-    ({"user_acts": [[], ["ACCEPT"]]}, 1.0),
-    ({"feedback": [0, None]}, 0.0),
-    ({"feedback": [None, 1]}, 1.0),
-])
+@pytest.mark.parametrize(
+    ("signal", "expected"),
+    [
+        ({"end_reason": "target_hit"}, 1.0),
+        ({"end_reason": "agenda_done"}, 0.0),
+        ({"end_reason": "user_gave_up"}, 0.0),
+        ({"end_reason": "max_rounds_no_hit"}, 0.0),
+        ({"user_acts": [["DISCLOSE"], ["REJECT"]]}, 0.0),
+        ({"user_acts": [[], ["ACCEPT"]]}, 1.0),
+        ({"feedback": [0, None]}, 0.0),
+        ({"feedback": [None, 1]}, 1.0),
+    ],
+)
 def test_success_is_measured_where_a_signal_exists(signal, expected):
     kwargs = {"end_reason": None, **signal}
     d = dialogue("s", [], [[ref("1")], [ref("2")]], **kwargs)
@@ -153,8 +157,9 @@ class _Fixed:
         return [self.score for _ in texts]
 
 
-@pytest.mark.parametrize(("score", "value", "status"), [(0, None, "out_of_scale"), (6, None, "out_of_scale"),
-                                                        (1, 1.0, "ok"), (5, 5.0, "ok")])
+@pytest.mark.parametrize(
+    ("score", "value", "status"), [(0, None, "out_of_scale"), (6, None, "out_of_scale"), (1, 1.0, "ok"), (5, 5.0, "ok")]
+)
 def test_satisfaction_outside_1_to_5_is_missing_with_a_status(score, value, status):
     ctx = MetricContext()
     ctx.resource("satisfaction_classifier", lambda: _Fixed(score))

@@ -197,4 +197,7 @@ def test_simulator_signals_persuasiveness_and_target_split():
     assert values == {"persuasiveness": 2.0, "selected_coverage": 1.0, "residual_coverage": 0.0}
     d.metadata = {"persuasiveness": None}
     assert SimulatorSignalsFamily().per_conversation(d, MetricContext()) == {
-        "persuasiveness": None, "selected_coverage": None, "residual_coverage": None}
+        "persuasiveness": None,
+        "selected_coverage": None,
+        "residual_coverage": None,
+    }

@@ -15,7 +15,10 @@ def _set():
     good = dialogue("good", ["1"], [[ref("5")], [ref("1")]], user_acts=[[], ["ACCEPT"]], end_reason="target_accepted")
     failed = dialogue("failed", ["1"], [[ref("5")]], status="failed", end_reason=None)
     loop = dialogue(
-        "loop", ["1"], [[ref("5")], [ref("6")], [ref("7")]], agent_texts=["Try Casino!", "try casino! ", "Try  Casino!"],
+        "loop",
+        ["1"],
+        [[ref("5")], [ref("6")], [ref("7")]],
+        agent_texts=["Try Casino!", "try casino! ", "Try  Casino!"],
         user_acts=[[], ["REJECT"], ["REJECT"]],
     )
     leak = dialogue(

@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_wheel_carries_the_bundled_data_and_no_generic_packages(tmp_path):
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     if built.returncode != 0 and "Could not find a version" in built.stderr:
         pytest.skip("no package index reachable to build the wheel's build environment")
@@ -25,9 +27,14 @@ def test_the_wheel_carries_the_bundled_data_and_no_generic_packages(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/", 1)[0] for name in names}
     assert top == {"usersimcrs", "crs_connectors", "data_converters", f"{wheel.name.split('-py')[0]}.dist-info"}
-    for needed in ("usersimcrs/_bundled/rubrics/quality.yaml", "usersimcrs/_bundled/rubrics/core12.yaml",
-                   "usersimcrs/_bundled/configs/demo.yaml", "usersimcrs/_bundled/configs/data/tiny_movies.csv",
-                   "usersimcrs/_bundled/configs/data/tiny_ratings.csv", "usersimcrs/judges/rubrics.py"):
+    for needed in (
+        "usersimcrs/_bundled/rubrics/quality.yaml",
+        "usersimcrs/_bundled/rubrics/core12.yaml",
+        "usersimcrs/_bundled/configs/demo.yaml",
+        "usersimcrs/_bundled/configs/data/tiny_movies.csv",
+        "usersimcrs/_bundled/configs/data/tiny_ratings.csv",
+        "usersimcrs/judges/rubrics.py",
+    ):
         assert needed in names, needed
     assert not [n for n in names if n.endswith(".py") and n.startswith("usersimcrs/_bundled/")]
 

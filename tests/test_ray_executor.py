@@ -76,7 +76,11 @@ def test_ray_run_gives_the_same_conversations_as_the_local_run(tmp_path, local_r
     assert a == b  # same seeds, texts, items, statuses and errors
     assert (remote.completed, remote.failed) == (local.completed, local.failed) == (9, 3)  # indices 1, 6, 11 fail
     manifest = read_manifest(tmp_path / "ray")
-    assert manifest["status"] == "completed" and manifest["dialogues"] == {"completed": 9, "failed": 3, "ambiguous_items": 0}
+    assert manifest["status"] == "completed" and manifest["dialogues"] == {
+        "completed": 9,
+        "failed": 3,
+        "ambiguous_items": 0,
+    }
     assert manifest["config_hash"] == read_manifest(tmp_path / "local")["config_hash"]
 
 
@@ -88,11 +92,15 @@ def test_ray_run_resumes_a_partial_local_run(tmp_path, local_ray):
     # a different conversation count changes the config hash; continue under the full config
     (partial / "manifest.json").unlink()
     summary = run(load_run_config(path, overrides=["executor=ray"]), partial, resume=True)
-    assert summary.skipped == 4 and summary.retried == 1 and summary.completed + summary.failed == 8  # index 1 failed: re-run
+    assert (
+        summary.skipped == 4 and summary.retried == 1 and summary.completed + summary.failed == 8
+    )  # index 1 failed: re-run
     assert _records(partial) == _records(tmp_path / "full")
 
 
 def test_plugin_config_error_in_a_task_surfaces_as_one_clear_error(tmp_path, local_ray):
-    config = load_run_config(_config(tmp_path, "bad", executor="ray", crs={"type": "tests.engine_plugins:EchoCRS", "delay": 1}))
+    config = load_run_config(
+        _config(tmp_path, "bad", executor="ray", crs={"type": "tests.engine_plugins:EchoCRS", "delay": 1})
+    )
     with pytest.raises(ConfigError, match="crs.delay"):
         run(config, tmp_path / "bad")

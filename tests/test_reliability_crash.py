@@ -68,7 +68,9 @@ def _texts(run_dir: Path) -> dict[str, tuple]:
 
 
 def _start(config: Path, out: Path, resume: bool) -> subprocess.Popen:
-    command = [sys.executable, "-m", "usersimcrs", "run", str(config), "--output", str(out)] + (["--resume"] if resume else [])
+    command = [sys.executable, "-m", "usersimcrs", "run", str(config), "--output", str(out)] + (
+        ["--resume"] if resume else []
+    )
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

@@ -33,8 +33,15 @@ def test_run_report_references_every_plot_and_table(tmp_path, capsys):
     assert main(["report", str(run_dir)]) == 0
     html = _check_page(run_dir / "report.html", run_dir / "report")
     names = {p.stem for p in (run_dir / "report" / "plots").glob("*.png")}
-    assert {"pc_per_turn", "recall_per_turn", "jaccard_per_turn", "profile_core12", "profile_quality",
-            "correlation_core12", "debate_trajectories"} <= names
+    assert {
+        "pc_per_turn",
+        "recall_per_turn",
+        "jaccard_per_turn",
+        "profile_core12",
+        "profile_quality",
+        "correlation_core12",
+        "debate_trajectories",
+    } <= names
     assert "could not be parsed" in html  # the quality judgment with value None
 
 

@@ -21,15 +21,29 @@ def _config(tmp_path: Path, **extra) -> Path:
     data = {
         "name": "tiny",
         "concurrency": 4,
-        "base": {"seed": 7, "conversations": 3, "max_turns": 4, "progress": False,
-                 "profiles": {"source": "generate", "constraint_slots": ["genres"]}},
-        "datasets": [{"name": "tiny", "items": {"path": str(TINY / "tiny_movies.csv"),
-                                                "mapping": {"genres": "genres", "keywords": "keywords"},
-                                                "delimiters": {"genres": "|", "keywords": "|"}},
-                      "ratings": {"path": str(TINY / "tiny_ratings.csv")}}],
+        "base": {
+            "seed": 7,
+            "conversations": 3,
+            "max_turns": 4,
+            "progress": False,
+            "profiles": {"source": "generate", "constraint_slots": ["genres"]},
+        },
+        "datasets": [
+            {
+                "name": "tiny",
+                "items": {
+                    "path": str(TINY / "tiny_movies.csv"),
+                    "mapping": {"genres": "genres", "keywords": "keywords"},
+                    "delimiters": {"genres": "|", "keywords": "|"},
+                },
+                "ratings": {"path": str(TINY / "tiny_ratings.csv")},
+            }
+        ],
         # two named variants of the LLM-free agenda user: a patient and an impatient one
-        "simulators": [{"name": "patient", "type": "agenda", "patience": 3},
-                       {"name": "impatient", "type": "agenda", "patience": 1, "max_recommendation_rounds": 1}],
+        "simulators": [
+            {"name": "patient", "type": "agenda", "patience": 3},
+            {"name": "impatient", "type": "agenda", "patience": 1, "max_recommendation_rounds": 1},
+        ],
         "crs": [{"name": "pop", "type": "popularity"}, {"name": "bm25", "crs": {"type": "retrieval"}}],
         "metrics": {"options": {"satisfaction": False}},
         "report": False,
@@ -44,7 +58,12 @@ def test_cells_merge_overrides_and_replace_plugin_sections(tmp_path):
     path = _config(tmp_path)
     config = load_matrix_config(path)
     cells = plan_cells(config, tmp_path / "out", path)
-    assert [c.name for c in cells] == ["patient__pop__tiny", "patient__bm25__tiny", "impatient__pop__tiny", "impatient__bm25__tiny"]
+    assert [c.name for c in cells] == [
+        "patient__pop__tiny",
+        "patient__bm25__tiny",
+        "impatient__pop__tiny",
+        "impatient__bm25__tiny",
+    ]
     impatient = cells[2].config
     assert impatient.simulator == {"type": "agenda", "patience": 1, "max_recommendation_rounds": 1}
     assert impatient.crs == {"type": "popularity"} and impatient.seed == 7 and impatient.name == "impatient__pop__tiny"
@@ -68,8 +87,11 @@ def test_bad_matrix_configs_name_the_key(tmp_path):
 
 def test_a_bad_judge_spec_stops_the_matrix_before_any_cell_runs(tmp_path, capsys):
     out = tmp_path / "out"
-    for judges in ([{"judge": "qualty"}], [{"judge": "quality", "criteria_x": ["fluency"]}],
-                   [{"judge": "quality", "criteria": ["no_such_aspect"]}]):
+    for judges in (
+        [{"judge": "qualty"}],
+        [{"judge": "quality", "criteria_x": ["fluency"]}],
+        [{"judge": "quality", "criteria": ["no_such_aspect"]}],
+    ):
         path = _config(tmp_path, judges=judges)
         assert main(["matrix", str(path), "--output", str(out), "--no-progress"]) == 2
         err = capsys.readouterr().err.strip()
@@ -101,10 +123,12 @@ def test_matrix_runs_resumes_and_reports(tmp_path, capsys):
 
 
 def test_matrix_exits_non_zero_when_a_cell_fails_the_gate(tmp_path, capsys):
-    path = _config(tmp_path, crs=[{"name": "pop", "type": "popularity"}],
-                   simulators=[{"name": "patient", "type": "agenda"}],
-                   metrics={"options": {"satisfaction": False}, "max_invalid_rate": 0.0,
-                            "validity": {"min_utterances": 50}})
+    path = _config(
+        tmp_path,
+        crs=[{"name": "pop", "type": "popularity"}],
+        simulators=[{"name": "patient", "type": "agenda"}],
+        metrics={"options": {"satisfaction": False}, "max_invalid_rate": 0.0, "validity": {"min_utterances": 50}},
+    )
     assert main(["matrix", str(path), "--output", str(tmp_path / "out"), "--no-progress"]) == 1
     assert "patient__pop__tiny: invalid rate 100.0% exceeds the allowed 0.0%" in capsys.readouterr().err
 
@@ -127,7 +151,13 @@ def test_the_bundled_demo_config_is_valid_and_plans_six_cells(tmp_path):
 
     config = load_matrix_config(demo_config())
     cells = plan_matrix(config, tmp_path / "demo", demo_config())
-    assert sorted(c.name.split("__")[1] for c in cells) == ["llm_crs", "llm_crs", "popularity", "popularity",
-                                                           "retrieval", "retrieval"]
+    assert sorted(c.name.split("__")[1] for c in cells) == [
+        "llm_crs",
+        "llm_crs",
+        "popularity",
+        "popularity",
+        "retrieval",
+        "retrieval",
+    ]
     assert {c.config.conversations for c in cells if c.simulator == "agenda"} == {12}
     assert all(Path(c.config.items.path).exists() or Path(c.config.items.fallback_path).exists() for c in cells)

@@ -60,7 +60,10 @@ def test_run_report_shows_failure_reasons_and_escaped_transcripts(tmp_path):
             d.utterances[0].text = "<script>alert('x')</script> & more"
             d.utterances[1].items[0].title = "<b>Bold</b> (1995)"
         if d.index in (3, 4):
-            d.status, d.error = "failed", f"ConnectorError: HTTP 503 from http://crs:{8000 + d.index}/ (after {d.index} attempts)"
+            d.status, d.error = (
+                "failed",
+                f"ConnectorError: HTTP 503 from http://crs:{8000 + d.index}/ (after {d.index} attempts)",
+            )
 
     _rewrite(run_dir, change)
     assert main(["metrics", str(run_dir), "--no-satisfaction"]) == 0
@@ -81,15 +84,25 @@ def test_transcripts_are_chosen_deterministically_valid_first_then_failed_then_f
     dialogues = [dialogue(f"d{i}", [], [[ref("1")], [ref("2")]], user_acts=[[], ["ACCEPT"]]) for i in range(6)]
     for i, d in enumerate(reversed(dialogues)):
         d.index = 5 - i
-    flags = pd.DataFrame({"conversation_id": [f"d{i}" for i in range(6)],
-                          "failed": [False, False, False, False, True, False],
-                          "too_short": [False] * 6, "repetition_loop": [False, True, False, True, False, False],
-                          "target_leakage": [None] * 6, "truncated_by_turn_limit": [True] + [False] * 5,
-                          "valid": [True, False, True, False, False, True]})
+    flags = pd.DataFrame(
+        {
+            "conversation_id": [f"d{i}" for i in range(6)],
+            "failed": [False, False, False, False, True, False],
+            "too_short": [False] * 6,
+            "repetition_loop": [False, True, False, True, False, False],
+            "target_leakage": [None] * 6,
+            "truncated_by_turn_limit": [True] + [False] * 5,
+            "valid": [True, False, True, False, False, True],
+        }
+    )
     dialogues[4].status = "failed"
     picked = pick_transcripts(list(reversed(dialogues)), flags, valid=2, other=2)
     assert [(d.conversation_id, label.split(",")[0]) for d, label in picked] == [
-        ("d0", "valid"), ("d2", "valid"), ("d4", "invalid"), ("d1", "invalid")]
+        ("d0", "valid"),
+        ("d2", "valid"),
+        ("d4", "invalid"),
+        ("d1", "invalid"),
+    ]
     assert picked[0][1] == "valid, flags: truncated_by_turn_limit"
     assert picked[3][1] == "invalid, flags: repetition_loop"
     table = transcript_table(dialogues[0])
@@ -126,14 +139,25 @@ def _table(cells: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
     rows = []
     for (simulator, crs), values in cells.items():
         for i, v in enumerate(values):
-            rows.append({"dataset": "ml", "simulator": simulator, "crs": crs, "conversation_id": f"{simulator}-{crs}-{i}",
-                         "index": i, "user_id": f"u{i}", "valid": True, "success": v})
+            rows.append(
+                {
+                    "dataset": "ml",
+                    "simulator": simulator,
+                    "crs": crs,
+                    "conversation_id": f"{simulator}-{crs}-{i}",
+                    "index": i,
+                    "user_id": f"u{i}",
+                    "valid": True,
+                    "success": v,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_compare_never_lists_a_cell_that_was_not_run_and_marks_small_cells():
-    table = _table({("sim_a", "pop"): [1, 0, 1, 1, 0], ("sim_a", "bm25"): [0, 0, 1, 0, 0],
-                    ("sim_b", "pop"): [1, 1, 1, 0, 1]})  # (sim_b, bm25) was never run
+    table = _table(
+        {("sim_a", "pop"): [1, 0, 1, 1, 0], ("sim_a", "bm25"): [0, 0, 1, 0, 0], ("sim_b", "pop"): [1, 1, 1, 0, 1]}
+    )  # (sim_b, bm25) was never run
     comparison = compare(table, ["success"], n_resamples=200)
     listed = set(zip(comparison.means["simulator"], comparison.means["crs"]))
     assert listed == {("sim_a", "pop"), ("sim_a", "bm25"), ("sim_b", "pop")}
@@ -167,8 +191,10 @@ def test_ranks_with_overlapping_intervals_are_flagged_and_clear_ones_are_not():
 
 
 def test_ranking_notes_follow_the_direction_of_the_metric():
-    stats = pd.DataFrame({"n": [20, 20, 3], "mean": [5.0, 2.0, 1.0], "ci_low": [4.0, 1.5, 0.0],
-                          "ci_high": [6.0, 2.5, 1.6]}, index=["x", "y", "z"])
+    stats = pd.DataFrame(
+        {"n": [20, 20, 3], "mean": [5.0, 2.0, 1.0], "ci_low": [4.0, 1.5, 0.0], "ci_high": [6.0, 2.5, 1.6]},
+        index=["x", "y", "z"],
+    )
     notes = ranking_notes(stats, higher_is_better=True)
     assert notes == {"x": "", "y": "CI overlaps next", "z": "n<10; CI overlaps previous"}
     lower = ranking_notes(stats, higher_is_better=False)  # z first, then y, then x

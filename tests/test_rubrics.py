@@ -32,7 +32,11 @@ def test_quality_has_five_aspects_scored_1_to_5_with_an_anchor_per_level():
     rubric = load_rubric("quality")
     assert rubric.scale == (1, 5)
     assert [c.name for c in rubric.criteria] == [
-        "recommendation_relevance", "communication_style", "fluency", "conversational_flow", "overall_satisfaction",
+        "recommendation_relevance",
+        "communication_style",
+        "fluency",
+        "conversational_flow",
+        "overall_satisfaction",
     ]
     for criterion in rubric.criteria:
         assert sorted(level.score for level in criterion.levels) == [1, 2, 3, 4, 5]

@@ -129,8 +129,14 @@ def test_compact_round_trip_keeps_refs_the_collection_cannot_restore(tmp_path):
     known = items.get(items.ids()[0])
     profile = UserProfile(
         user_id="u",
-        need=InformationNeed(targets=[known.ref(), {"id": known.id, "title": "Another title"}, {"title": "No ID"},
-                                      {"id": "not-in-collection", "title": "Gone"}]),
+        need=InformationNeed(
+            targets=[
+                known.ref(),
+                {"id": known.id, "title": "Another title"},
+                {"title": "No ID"},
+                {"id": "not-in-collection", "title": "Gone"},
+            ]
+        ),
         seen_items=[SeenItem(item=known.ref(), rating=4.0), SeenItem(item={"id": known.id}, rating=1.0)],
     )
     data = compact_profile(profile, items)
@@ -188,8 +194,10 @@ def _big_catalogue(tmp_path: Path, items: int = 1_000, users: int = 3, rated: in
     genres = ["Comedy", "Drama", "Action", "Horror", "Romance", "Thriller"]
     item_path, ratings_path = tmp_path / "items.csv", tmp_path / "ratings.csv"
     rows = ["movieId,title,genres,keywords"]
-    rows += [f"{i},A Long Enough Movie Title Number {i} ({1950 + i % 70}),{'|'.join(rng.sample(genres, 2))},kw{i}"
-             for i in range(1, items + 1)]
+    rows += [
+        f"{i},A Long Enough Movie Title Number {i} ({1950 + i % 70}),{'|'.join(rng.sample(genres, 2))},kw{i}"
+        for i in range(1, items + 1)
+    ]
     item_path.write_text("\n".join(rows) + "\n")
     rows = ["userId,movieId,rating,timestamp"]
     for user in range(1, users + 1):
@@ -203,11 +211,13 @@ def test_llm_user_line_is_sized_by_the_conversation_not_the_history(tmp_path):
     item_path, ratings_path = _big_catalogue(tmp_path)
     with LLMServer() as server:
         config = llm_user_config(server.openai_url, conversations=6, concurrency=3)
-        config = config.model_copy(update={
-            "max_turns": 3,
-            "items": config.items.model_copy(update={"path": str(item_path)}),
-            "ratings": config.ratings.model_copy(update={"path": str(ratings_path)}),
-        })
+        config = config.model_copy(
+            update={
+                "max_turns": 3,
+                "items": config.items.model_copy(update={"path": str(item_path)}),
+                "ratings": config.ratings.model_copy(update={"path": str(ratings_path)}),
+            }
+        )
         run(config, tmp_path / "r")
     raw = (tmp_path / "r" / "dialogues.jsonl").read_bytes().splitlines(keepends=True)
     records = [json.loads(line) for line in raw]

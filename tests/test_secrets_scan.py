@@ -26,7 +26,9 @@ SECRETS = [API_KEY, LLM_HEADER, CRS_TOKEN]
 
 def _cli(args: list[str], log: Path, env: dict[str, str]) -> int:
     with log.open("ab") as handle:
-        done = subprocess.run([sys.executable, "-m", "usersimcrs", "-v", *args], cwd=ROOT, stdout=handle, stderr=handle, env=env)
+        done = subprocess.run(
+            [sys.executable, "-m", "usersimcrs", "-v", *args], cwd=ROOT, stdout=handle, stderr=handle, env=env
+        )
     return done.returncode
 
 
@@ -39,14 +41,20 @@ def test_no_secret_in_any_file_the_study_wrote(tmp_path, monkeypatch):
         "USERSIMCRS_CACHE_DIR": str(tmp_path / "cache"),
     }
     run_dir = tmp_path / "run"
-    with LLMServer(seed=3) as llm, LocalCRSServer(GenericJSONApp(token=CRS_TOKEN), FaultPlan(rates={"http_500": 0.15}, seed=3)) as crs:
+    with (
+        LLMServer(seed=3) as llm,
+        LocalCRSServer(GenericJSONApp(token=CRS_TOKEN), FaultPlan(rates={"http_500": 0.15}, seed=3)) as crs,
+    ):
         config = {
             "name": "secrets",
             "seed": 3,
             "conversations": 6,
             "concurrency": 3,
             "max_turns": 3,
-            "items": {"path": str(ROOT / "configs/data/tiny_movies.csv"), "delimiters": {"genres": "|", "keywords": "|"}},
+            "items": {
+                "path": str(ROOT / "configs/data/tiny_movies.csv"),
+                "delimiters": {"genres": "|", "keywords": "|"},
+            },
             "ratings": {"path": str(ROOT / "configs/data/tiny_ratings.csv")},
             "llm": {
                 "backend": "openai",

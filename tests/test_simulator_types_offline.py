@@ -21,8 +21,16 @@ TYPES = {
     "target_free": {"max_tokens": 16, "reflection_max_tokens": 24, "top_k": 1},
     "target_biased": {"max_tokens": 16, "max_rounds": 2, "min_rounds": 1},
 }
-STOP_RULES = {"max_turns", "agenda_done", "target_accepted", "user_gave_up", "user_stop", "target_hit",
-              "max_rounds_no_hit", "max_turns_simulator"}
+STOP_RULES = {
+    "max_turns",
+    "agenda_done",
+    "target_accepted",
+    "user_gave_up",
+    "user_stop",
+    "target_hit",
+    "max_rounds_no_hit",
+    "max_turns_simulator",
+}
 
 
 @pytest.mark.embedded
@@ -36,8 +44,10 @@ def test_five_conversations_per_simulator_type(kind, tmp_path, embedded_model_pa
             "conversations": 5,
             "concurrency": 2,
             "max_turns": 2,
-            "items": {"path": str(ROOT / "configs/data/tiny_movies.csv"),
-                      "delimiters": {"genres": "|", "keywords": "|"}},
+            "items": {
+                "path": str(ROOT / "configs/data/tiny_movies.csv"),
+                "delimiters": {"genres": "|", "keywords": "|"},
+            },
             "ratings": {"path": str(ROOT / "configs/data/tiny_ratings.csv")},
             "llm": {"backend": "llamacpp", "model_path": embedded_model_path, "n_ctx": 2048},
             "simulator": {"type": kind, **TYPES[kind]},

@@ -108,8 +108,9 @@ def test_conversations_stop_through_the_decision(seed):
 
     llm = ScriptedLLM(reply)
     items = movie_items()
-    sim = DualPromptSimulator(DualPromptSimulator.Config(type="llm_dual"), context_with(llm, items),
-                              profile_for(["5"], items), seed)
+    sim = DualPromptSimulator(
+        DualPromptSimulator.Config(type="llm_dual"), context_with(llm, items), profile_for(["5"], items), seed
+    )
     crs_texts = iter(["Try Toy Story.", "Try Up.", "Try Collateral.", "Try Alien."])
 
     def crs(d):

@@ -37,7 +37,10 @@ def write_data(folder: Path) -> tuple[dict, dict]:
     mapping = items.to_csv(folder / "items.csv")
     ratings = folder / "ratings.csv"
     rows = ["userId,movieId,rating,timestamp"]
-    for user, scores in {"1": {"1": 5, "5": 4.5, "7": 4.5, "2": 1, "4": 3}, "2": {"2": 5, "6": 5, "8": 4.5, "3": 1}}.items():
+    for user, scores in {
+        "1": {"1": 5, "5": 4.5, "7": 4.5, "2": 1, "4": 3},
+        "2": {"2": 5, "6": 5, "8": 4.5, "3": 1},
+    }.items():
         rows += [f"{user},{item},{rating},0" for item, rating in scores.items()]
     ratings.write_text("\n".join(rows) + "\n")
     return {"path": str(folder / "items.csv"), **mapping}, {"path": str(ratings)}
@@ -58,13 +61,22 @@ def test_five_conversations_through_the_engine(kind, tmp_path):
     with llm_server.LLMServer(scripted) as server:
         outputs = []
         for attempt in range(2):
-            config = RunConfig.model_validate({
-                "name": f"t-{kind}", "seed": 5, "conversations": 5, "concurrency": 2, "max_turns": 6,
-                "items": items, "ratings": ratings,
-                "profiles": {"constraint_slots": ["genres"], "holdout": 0.5},
-                "llm": server.config("openai", cache=False).model_dump(),
-                "simulator": section, "crs": {"type": "retrieval", "k": 3}, "progress": False,
-            })
+            config = RunConfig.model_validate(
+                {
+                    "name": f"t-{kind}",
+                    "seed": 5,
+                    "conversations": 5,
+                    "concurrency": 2,
+                    "max_turns": 6,
+                    "items": items,
+                    "ratings": ratings,
+                    "profiles": {"constraint_slots": ["genres"], "holdout": 0.5},
+                    "llm": server.config("openai", cache=False).model_dump(),
+                    "simulator": section,
+                    "crs": {"type": "retrieval", "k": 3},
+                    "progress": False,
+                }
+            )
             summary = runner.run(config, tmp_path / f"run{attempt}")
             assert summary.completed == 5 and summary.failed == 0
             lines = (tmp_path / f"run{attempt}" / "dialogues.jsonl").read_text().splitlines()

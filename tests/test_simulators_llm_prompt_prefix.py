@@ -41,8 +41,12 @@ def pepper_profile() -> UserProfile:
 def simulate(kind: str, **options):
     llm = ScriptedLLM(talk)
     items = movie_items()
-    cls = {"llm_single": SinglePromptSimulator, "llm_dual": DualPromptSimulator,
-           "target_biased": TargetBiasedSimulator, "target_free": TargetFreeSimulator}[kind]
+    cls = {
+        "llm_single": SinglePromptSimulator,
+        "llm_dual": DualPromptSimulator,
+        "target_biased": TargetBiasedSimulator,
+        "target_free": TargetFreeSimulator,
+    }[kind]
     config = cls.Config.model_validate({"type": kind, **options})
     profile = pepper_profile() if kind == "target_free" else profile_for(["1"], items)
     sim = cls(config, context_with(llm, items), profile, 7)
@@ -75,7 +79,7 @@ def turn_part(earlier, later) -> str:
     last, same = earlier[-1], later[len(head)]
     assert same.role == last.role
     if last.content.startswith(same.content):  # chat mode: the CRS turn, then this turn's note
-        return last.content[len(same.content):]
+        return last.content[len(same.content) :]
     # one message holding the history: shared up to the end of the earlier history block
     history_end = last.content.index("\n\n")
     assert common_prefix(last.content, same.content) >= history_end
@@ -105,7 +109,7 @@ def test_each_turns_prompt_extends_the_previous_one(kind, options):
                 continue  # the opening turn of a one-message prompt: no history yet to share
             tail = turn_part(earlier, later)
             shared = len(prompt_text(earlier)) - len(tail)
-            assert prompt_text(later)[: shared] == prompt_text(earlier)[: shared]
+            assert prompt_text(later)[:shared] == prompt_text(earlier)[:shared]
             # nothing of the conversation sits in the per-turn part
             assert "Here are some picks." not in tail and "gripping" not in tail
 

@@ -190,8 +190,10 @@ def test_conversations_end_through_the_stop_rule(conversation):
     llm = ScriptedLLM(_derived)
     items = movie_items()
     sim = SinglePromptSimulator(
-        SinglePromptSimulator.Config(type="llm_single"), context_with(llm, items),
-        profile_for(["1"], items), seed=conversation,
+        SinglePromptSimulator.Config(type="llm_single"),
+        context_with(llm, items),
+        profile_for(["1"], items),
+        seed=conversation,
     )
     d = asyncio.run(converse(sim, list_crs([["2", "3"], ["5", "1"]]), conversation_id=f"c{conversation}"))
     assert d.end_reason == "user_stop"
@@ -216,7 +218,9 @@ def test_mostly_copied_prompt_lines_are_replaced_and_dangling_ends_trimmed():
     assert unusable_reason(quoting, [f"RECOMMENDER: {crs[0]}"], [], crs) is None
     assert unusable_reason("How about In the Mood For Love (Fa yeung nin wa) (2000)?", [], [], crs) == "copied"
     assert clean_utterance("I'm in the mood for:", own_labels=["USER"], other_labels=["RECOMMENDER"]) == (
-        "I'm in the mood for", False)
+        "I'm in the mood for",
+        False,
+    )
 
 
 def test_a_repeat_with_an_ignored_end_request_falls_back():

@@ -127,7 +127,15 @@ def test_persuasiveness_not_rated_when_the_engine_ends_first():
 
 @pytest.mark.parametrize(
     "text,expected",
-    [('{"rating": 1}', 1), ("2", 2), ("rating: 0", 0), ("5", None), ("1 or 2", None), ("", None), ('{"rating": true}', None)],
+    [
+        ('{"rating": 1}', 1),
+        ("2", 2),
+        ("rating: 0", 0),
+        ("5", None),
+        ("1 or 2", None),
+        ("", None),
+        ('{"rating": true}', None),
+    ],
 )
 def test_rating_reader(text, expected):
     assert read_rating(None, text, 0, 2) == expected

@@ -36,7 +36,9 @@ def reflect_or_answer(messages, schema, index):
     """Like every new movie with an even number, dislike the others; answer with a fixed line."""
     if schema is not None and "items" in schema["properties"]:
         numbers = [int(line.split(".")[0]) for line in messages[-1].content.splitlines() if line[:1].isdigit()]
-        return {"items": [{"number": n, "verdict": "like" if n % 2 == 0 else "dislike", "reason": "plot"} for n in numbers]}
+        return {
+            "items": [{"number": n, "verdict": "like" if n % 2 == 0 else "dislike", "reason": "plot"} for n in numbers]
+        }
     return {"utterance": "I love tense crime stories. What else do you have?", "end": False}
 
 
@@ -68,8 +70,13 @@ def test_seen_and_unseen_items_are_reflected_and_recorded():
     sim, llm = make()
     d = Dialogue(conversation_id="c")
     d.add(Utterance(participant=USER, text="hi"))
-    d.add(Utterance(participant=AGENT, text="How about these?",
-                    items=[ItemRef(id="1"), ItemRef(id="2"), ItemRef(title="Up"), ItemRef(id="4")]))
+    d.add(
+        Utterance(
+            participant=AGENT,
+            text="How about these?",
+            items=[ItemRef(id="1"), ItemRef(id="2"), ItemRef(title="Up"), ItemRef(id="4")],
+        )
+    )
     out = asyncio.run(sim.respond(d))
     meta = out.metadata
     assert meta["shown"] == ["1", "2", "6", "4"]
@@ -85,7 +92,9 @@ def test_seen_and_unseen_items_are_reflected_and_recorded():
     assert "Heat (1995) (watched, you rated it 9/10): like" in answer[-1].content  # after the history
     cue = sim.prompt["chat_opening_cue"]
     assert [(m.role, m.content.split("\n\n")[0]) for m in answer[1:]] == [
-        ("user", cue), ("assistant", "hi"), ("user", "How about these?"),
+        ("user", cue),
+        ("assistant", "hi"),
+        ("user", "How about these?"),
     ]  # the history after the opening cue; this turn's reactions close the CRS's last message
 
 

@@ -78,7 +78,9 @@ class RunConfig(_Section):
     llm_components: dict[str, dict[str, Any]] = Field(default_factory=dict)
     simulator: dict[str, Any]
     crs: dict[str, Any]
-    data: dict[str, Any] = Field(default_factory=dict, description="extra resources (annotated dialogues, domain files)")
+    data: dict[str, Any] = Field(
+        default_factory=dict, description="extra resources (annotated dialogues, domain files)"
+    )
     progress: bool = True
     max_failed_share: float = Field(
         0.2, ge=0.0, le=1.0, description="`run` exits 3 when a larger share of the conversations failed"
@@ -86,7 +88,10 @@ class RunConfig(_Section):
 
     def config_hash(self) -> str:
         """A hash of what decides the conversations (output folder and progress display excluded)."""
-        data = self.model_dump(mode="json", exclude={"output", "progress", "concurrency", "executor", "ray_address", "event_loop", "max_failed_share"})
+        data = self.model_dump(
+            mode="json",
+            exclude={"output", "progress", "concurrency", "executor", "ray_address", "event_loop", "max_failed_share"},
+        )
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

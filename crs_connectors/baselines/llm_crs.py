@@ -98,7 +98,9 @@ class LLMCRS(RetrievalCRS):
         ids = self.rank(state, state.excluded())[: self.config.candidates] if recommend and state.readings else []
         candidates = [item for item in map(self.items.get, ids) if item is not None]
         messages = self.messages(turns, candidates, recommend)
-        seed = seed_for(getattr(self.context, "run_seed", 0), self.conversation_id or history.conversation_id, self.turn)
+        seed = seed_for(
+            getattr(self.context, "run_seed", 0), self.conversation_id or history.conversation_id, self.turn
+        )
         self.turn += 1
         try:
             result = await self.llm.complete(

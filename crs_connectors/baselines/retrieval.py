@@ -14,7 +14,9 @@ from crs_connectors.baselines.rule_based import BaselineConfig, DialogueState, R
 class RetrievalConfig(BaselineConfig):
     """Options of the BM25 baseline."""
 
-    fields: list[str] = Field(default_factory=lambda: ["genres", "keywords"], description="attributes indexed besides the title")
+    fields: list[str] = Field(
+        default_factory=lambda: ["genres", "keywords"], description="attributes indexed besides the title"
+    )
     elicit_turns: int = Field(2, ge=0)
     genre_weight: int = Field(2, ge=0, description="times each stated genre is repeated in the query")
 

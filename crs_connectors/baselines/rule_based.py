@@ -57,7 +57,9 @@ class DialogueState:
         return set(self.shown) | set(self.rejected) | set(self.mentioned)
 
 
-def read_state(turns: list[Utterance], items: ItemCollection, lexicon: dict[str, str], slots: list[str]) -> DialogueState:
+def read_state(
+    turns: list[Utterance], items: ItemCollection, lexicon: dict[str, str], slots: list[str]
+) -> DialogueState:
     """Fold the dialogue into a DialogueState."""
     state = DialogueState()
     for utterance in turns:
@@ -144,7 +146,9 @@ class RuleBasedCRS(CRSConnector):
             return CRSReply(text=QUESTIONS[state.questions_asked % len(QUESTIONS)])
         ranked = self.rank(state, state.excluded())[: self.config.k]
         if not ranked:
-            return CRSReply(text="Sorry, I have no more suggestions that fit. Could you tell me something else you like?")
+            return CRSReply(
+                text="Sorry, I have no more suggestions that fit. Could you tell me something else you like?"
+            )
         top = self.items.get(ranked[0])
         assert top is not None
         lead = "Then how about" if reading.feedback == "reject" else "How about"

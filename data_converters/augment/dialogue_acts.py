@@ -11,7 +11,9 @@ from usersimcrs.llm.base import Message
 PROVENANCE_KEY = "annotation_provenance"
 
 
-def act_schema(intents: list[str], slots: list[str], *, max_acts: int, max_slots: int, max_chars: int) -> dict[str, Any]:
+def act_schema(
+    intents: list[str], slots: list[str], *, max_acts: int, max_slots: int, max_chars: int
+) -> dict[str, Any]:
     """`{"acts": [{"intent": <enum>, "slots": [{"slot": <enum>, "value": str}]}]}` with small bounds."""
     slot = {
         "type": "object",
@@ -50,7 +52,11 @@ class DialogueActTask(AnnotationTask):
 
     def units(self, dialogue: Dialogue, overwrite: bool) -> list[Unit]:
         return [
-            Unit(key=f"{dialogue.conversation_id}\t{utt.utterance_id or i}", conversation_id=dialogue.conversation_id, utterance_index=i)
+            Unit(
+                key=f"{dialogue.conversation_id}\t{utt.utterance_id or i}",
+                conversation_id=dialogue.conversation_id,
+                utterance_index=i,
+            )
             for i, utt in enumerate(dialogue.utterances)
             if (overwrite or not utt.dialogue_acts) and self._intents(utt.participant)
         ]

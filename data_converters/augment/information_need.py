@@ -15,7 +15,9 @@ NEED_KEY = "information_need"
 NEEDS_FILE = "information_needs.llm.jsonl"
 
 
-def need_schema(slots: list[str], *, max_constraints: int, max_requests: int, max_targets: int, max_chars: int) -> dict[str, Any]:
+def need_schema(
+    slots: list[str], *, max_constraints: int, max_requests: int, max_targets: int, max_chars: int
+) -> dict[str, Any]:
     """`{"constraints": [{"slot", "value"}], "requests": [slot], "targets": [title]}` with small bounds."""
     text = {"type": "string", "maxLength": max_chars}
     return {

@@ -78,8 +78,13 @@ async def annotate(
         task=task.name, model=llm.model, backend=llm.backend, prompt=task.prompt.id, prompt_version=task.prompt.version
     )
     report = AnnotationReport(
-        task=task.name, folder=str(folder.path), model=llm.model, backend=llm.backend,
-        prompt=task.prompt.id, prompt_version=task.prompt.version, dialogues=len(chosen),
+        task=task.name,
+        folder=str(folder.path),
+        model=llm.model,
+        backend=llm.backend,
+        prompt=task.prompt.id,
+        prompt_version=task.prompt.version,
+        dialogues=len(chosen),
     )
     done = _resume(folder, task, by_id, report)
     todo: list[tuple[Dialogue, Unit]] = []
@@ -115,8 +120,15 @@ async def annotate(
                     return
             step = Provenance.model_validate({**provenance.model_dump(), "model": reply.model or provenance.model})
             task.apply(dialogue, unit, result, step)
-            progress.write({"key": unit.key, "conversation_id": unit.conversation_id, "unit": unit.model_dump(),
-                            "result": result, "provenance": step.model_dump()})
+            progress.write(
+                {
+                    "key": unit.key,
+                    "conversation_id": unit.conversation_id,
+                    "unit": unit.model_dump(),
+                    "result": result,
+                    "provenance": step.model_dump(),
+                }
+            )
             report.annotated += 1
 
         tasks = [asyncio.ensure_future(one(d, u)) for d, u in todo]
@@ -136,7 +148,9 @@ async def annotate(
     return report
 
 
-def _resume(folder: ConvertedFolder, task: AnnotationTask, by_id: dict[str, Dialogue], report: AnnotationReport) -> set[str]:
+def _resume(
+    folder: ConvertedFolder, task: AnnotationTask, by_id: dict[str, Dialogue], report: AnnotationReport
+) -> set[str]:
     """Apply the progress file of an interrupted run; returns the keys it already covers."""
     done: set[str] = set()
     for record in iter_jsonl(progress_path(folder, task)):
@@ -154,7 +168,9 @@ def _fail(report: AnnotationReport, dialogue: Dialogue, unit: Unit, error: str) 
     utterance_id = None
     if unit.utterance_index is not None:
         utterance_id = dialogue.utterances[unit.utterance_index].utterance_id
-    report.failures.append(Failure(key=unit.key, conversation_id=unit.conversation_id, utterance_id=utterance_id, error=error))
+    report.failures.append(
+        Failure(key=unit.key, conversation_id=unit.conversation_id, utterance_id=utterance_id, error=error)
+    )
 
 
 def summary_line(report: AnnotationReport) -> str:
@@ -165,4 +181,3 @@ def summary_line(report: AnnotationReport) -> str:
         f"{report.task}: {report.annotated} annotated, {report.resumed} resumed, {report.skipped_existing} already "
         f"annotated, {report.failed} failed of {report.units} in {report.dialogues} dialogues{calls}"
     )
-

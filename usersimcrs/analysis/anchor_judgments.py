@@ -38,7 +38,9 @@ def anchor_judgments(
     return records
 
 
-def _anchor_record(agent_id: str, aspect: str, entry: dict[str, Any], scale: tuple[float, float], where: str) -> dict[str, Any]:
+def _anchor_record(
+    agent_id: str, aspect: str, entry: dict[str, Any], scale: tuple[float, float], where: str
+) -> dict[str, Any]:
     raw = entry.get("score")
     try:
         value = None if raw is None else float(raw)

@@ -25,8 +25,16 @@ from usersimcrs.errors import DataError
 CELLS_DIR = "cells"
 INDEX = "matrix.json"
 COMPARISON_DIR = "comparison"
-HEADLINE_METRICS = ["success", "successful_round_ratio", "recall@10", "pc@10", "pcir_avg@10", "jaccard", "satisfaction",
-                    "persuasiveness"]
+HEADLINE_METRICS = [
+    "success",
+    "successful_round_ratio",
+    "recall@10",
+    "pc@10",
+    "pcir_avg@10",
+    "jaccard",
+    "satisfaction",
+    "persuasiveness",
+]
 LOWER_IS_BETTER = {"turns", "user_turns", "utterances", "exchanges"}
 CELL_KEYS = ["dataset", "simulator", "crs"]
 
@@ -66,7 +74,9 @@ def discover_cells(matrix_dir: str | Path) -> list[Cell]:
             if folder.is_dir() and len(parts) == 3:
                 cells.append(Cell(folder.name, parts[0], parts[1], parts[2], folder))
     if not cells:
-        raise DataError(f"{matrix_dir}: no cells found (expected {INDEX} or {CELLS_DIR}/<simulator>__<crs>__<dataset>/)")
+        raise DataError(
+            f"{matrix_dir}: no cells found (expected {INDEX} or {CELLS_DIR}/<simulator>__<crs>__<dataset>/)"
+        )
     return [c for c in cells if (c.run_dir / "dialogues.jsonl").exists()]
 
 
@@ -154,8 +164,9 @@ def holm(p_values: list[float]) -> list[float]:
     return adjusted
 
 
-def cell_stats(part: pd.DataFrame, metric: str, cells: pd.DataFrame, *, seed: int = 0,
-               n_resamples: int = 1000) -> pd.DataFrame:
+def cell_stats(
+    part: pd.DataFrame, metric: str, cells: pd.DataFrame, *, seed: int = 0, n_resamples: int = 1000
+) -> pd.DataFrame:
     """n, mean and 95% bootstrap CI of `metric` for each existing (simulator, crs) cell of one dataset.
 
     `cells` lists the cells that exist; a cell without a value for the metric gets n = 0 and no mean,
@@ -163,7 +174,11 @@ def cell_stats(part: pd.DataFrame, metric: str, cells: pd.DataFrame, *, seed: in
     """
     rows = []
     for simulator, crs in cells[["simulator", "crs"]].itertuples(index=False):
-        values = part.loc[(part["simulator"] == simulator) & (part["crs"] == crs), metric] if len(part) else pd.Series([], dtype=float)
+        values = (
+            part.loc[(part["simulator"] == simulator) & (part["crs"] == crs), metric]
+            if len(part)
+            else pd.Series([], dtype=float)
+        )
         stats = describe(values, seed=seed, n_resamples=n_resamples)
         rows.append({"simulator": simulator, "crs": crs, **stats})
     return pd.DataFrame(rows, columns=["simulator", "crs", "n", "mean", "std", "ci_low", "ci_high"])
@@ -186,7 +201,9 @@ def compare(
     overlaps that of its neighbour in the ranking, carries a `note` instead of being ranked silently.
     """
     data = table[table["valid"].astype(bool)] if valid_only and "valid" in table else table
-    existing = table[CELL_KEYS].drop_duplicates().sort_values(CELL_KEYS) if len(table) else pd.DataFrame(columns=CELL_KEYS)
+    existing = (
+        table[CELL_KEYS].drop_duplicates().sort_values(CELL_KEYS) if len(table) else pd.DataFrame(columns=CELL_KEYS)
+    )
     means_rows, rank_rows, agreement_rows, test_rows = [], [], [], []
     for dataset, cells in existing.groupby("dataset"):
         part = data[data["dataset"] == dataset]
@@ -199,28 +216,57 @@ def compare(
                 notes = ranking_notes(sim_stats.set_index("crs"), higher_is_better=higher, min_n=min_n)
                 for row in sim_stats.to_dict("records"):
                     note = notes[str(row["crs"])]
-                    means_rows.append({"dataset": dataset, "metric": metric, "simulator": simulator, "crs": row["crs"],
-                                       "mean": row["mean"], "n": int(row["n"]), "ci_low": row["ci_low"],
-                                       "ci_high": row["ci_high"], "note": note})
-                    rank_rows.append({"dataset": dataset, "metric": metric, "simulator": simulator, "crs": row["crs"],
-                                      "rank": ranks.loc[row["crs"], simulator], "uncertain": bool(note), "note": note})
+                    means_rows.append(
+                        {
+                            "dataset": dataset,
+                            "metric": metric,
+                            "simulator": simulator,
+                            "crs": row["crs"],
+                            "mean": row["mean"],
+                            "n": int(row["n"]),
+                            "ci_low": row["ci_low"],
+                            "ci_high": row["ci_high"],
+                            "note": note,
+                        }
+                    )
+                    rank_rows.append(
+                        {
+                            "dataset": dataset,
+                            "metric": metric,
+                            "simulator": simulator,
+                            "crs": row["crs"],
+                            "rank": ranks.loc[row["crs"], simulator],
+                            "uncertain": bool(note),
+                            "note": note,
+                        }
+                    )
             if means.shape[1] >= 2:
                 pairs = simulator_agreement(means, higher_is_better=higher, p=rbo_p)
                 agreement_rows.extend(pairs.assign(dataset=dataset, metric=metric).to_dict("records"))
             for simulator, sim_part in part.groupby("simulator"):
-                test_rows.extend(_pairwise_tests(sim_part, metric, tests, n_resamples, seed,
-                                                 {"dataset": dataset, "simulator": simulator, "metric": metric}))
+                test_rows.extend(
+                    _pairwise_tests(
+                        sim_part,
+                        metric,
+                        tests,
+                        n_resamples,
+                        seed,
+                        {"dataset": dataset, "simulator": simulator, "metric": metric},
+                    )
+                )
     significance = pd.DataFrame(test_rows)
     if not significance.empty:
         significance["p_holm"] = np.nan
         for _, idx in significance.groupby(["dataset", "simulator", "metric", "test"]).groups.items():
             significance.loc[idx, "p_holm"] = holm(list(significance.loc[idx, "p_value"]))
     return Comparison(
-        means=pd.DataFrame(means_rows, columns=["dataset", "metric", "simulator", "crs", "mean", "n", "ci_low",
-                                                "ci_high", "note"]),
+        means=pd.DataFrame(
+            means_rows, columns=["dataset", "metric", "simulator", "crs", "mean", "n", "ci_low", "ci_high", "note"]
+        ),
         ranks=pd.DataFrame(rank_rows, columns=["dataset", "metric", "simulator", "crs", "rank", "uncertain", "note"]),
-        agreement=pd.DataFrame(agreement_rows, columns=["dataset", "metric", "simulator_a", "simulator_b", "n_crs",
-                                                        "kendall_tau_b", "rbo"]),
+        agreement=pd.DataFrame(
+            agreement_rows, columns=["dataset", "metric", "simulator_a", "simulator_b", "n_crs", "kendall_tau_b", "rbo"]
+        ),
         significance=significance,
     )
 
@@ -231,7 +277,9 @@ def _pair_key(part: pd.DataFrame) -> pd.Series:
     return part["user_id"].astype(str)
 
 
-def _pairwise_tests(part: pd.DataFrame, metric: str, tests: Iterable[str], n_resamples: int, seed: int, keys: dict) -> list[dict]:
+def _pairwise_tests(
+    part: pd.DataFrame, metric: str, tests: Iterable[str], n_resamples: int, seed: int, keys: dict
+) -> list[dict]:
     rows = []
     values = part.assign(_key=_pair_key(part), _value=pd.to_numeric(part[metric], errors="coerce"))
     wide = values.pivot_table(index="_key", columns="crs", values="_value", aggfunc="mean")
@@ -239,7 +287,17 @@ def _pairwise_tests(part: pd.DataFrame, metric: str, tests: Iterable[str], n_res
         both = wide[[a, b]].dropna()
         for test in tests:
             result = paired_test(list(both[a]), list(both[b]), test=test, n_resamples=n_resamples, seed=seed)
-            rows.append({**keys, "crs_a": a, "crs_b": b, "test": test, "n_pairs": result.n,
-                         "mean_difference": result.mean_difference, "ci_low": result.ci_low,
-                         "ci_high": result.ci_high, "p_value": result.p_value})
+            rows.append(
+                {
+                    **keys,
+                    "crs_a": a,
+                    "crs_b": b,
+                    "test": test,
+                    "n_pairs": result.n,
+                    "mean_difference": result.mean_difference,
+                    "ci_low": result.ci_low,
+                    "ci_high": result.ci_high,
+                    "p_value": result.p_value,
+                }
+            )
     return rows

@@ -39,12 +39,22 @@ def stability(records: pd.DataFrame, *, repeat: str = "repeat") -> pd.DataFrame:
     rows = []
     for name, part in data.groupby("name"):
         per_conversation = part.groupby("conversation_id")["value"].std(ddof=1).dropna()
-        rows.append({"factor": name, "std": float(per_conversation.mean()) if len(per_conversation) else np.nan,
-                     "repeats": int(part[repeat].nunique())})
+        rows.append(
+            {
+                "factor": name,
+                "std": float(per_conversation.mean()) if len(per_conversation) else np.nan,
+                "repeats": int(part[repeat].nunique()),
+            }
+        )
     totals = data.groupby(["conversation_id", repeat])["value"].sum()
     complete = data.groupby(["conversation_id", repeat])["name"].nunique() == data["name"].nunique()
     totals = totals[complete.reindex(totals.index).fillna(False).astype(bool)]
     total_std = totals.groupby(level=0).std(ddof=1).dropna()
-    rows.append({"factor": "total", "std": float(total_std.mean()) if len(total_std) else np.nan,
-                 "repeats": int(data[repeat].nunique())})
+    rows.append(
+        {
+            "factor": "total",
+            "std": float(total_std.mean()) if len(total_std) else np.nan,
+            "repeats": int(data[repeat].nunique()),
+        }
+    )
     return pd.DataFrame(rows, columns=["factor", "std", "repeats"])

@@ -71,8 +71,14 @@ def summarize_failures(dialogues: Iterable[Dialogue], *, examples: int = 3) -> F
     reasons = []
     for reason, members in groups.items():
         members.sort(key=_position)
-        reasons.append(FailureReason(reason=reason, count=len(members), example=str(members[0].error or "")[:500],
-                                     conversation_ids=[d.conversation_id for d in members[:examples]]))
+        reasons.append(
+            FailureReason(
+                reason=reason,
+                count=len(members),
+                example=str(members[0].error or "")[:500],
+                conversation_ids=[d.conversation_id for d in members[:examples]],
+            )
+        )
     reasons.sort(key=lambda r: (-r.count, r.reason))
     return FailureSummary(total=total, failed=sum(r.count for r in reasons), reasons=reasons)
 

@@ -38,7 +38,9 @@ def judgments_table(records: Iterable[Judgment | dict[str, Any]]) -> pd.DataFram
             metadata = metadata if isinstance(metadata, dict) else {}
             row["repeat"] = metadata.get("repeat", 0)
         rows.append(row)
-    table = pd.DataFrame(rows, columns=list(dict.fromkeys([*JUDGMENT_COLUMNS, "repeat", *(k for r in rows for k in r)])))
+    table = pd.DataFrame(
+        rows, columns=list(dict.fromkeys([*JUDGMENT_COLUMNS, "repeat", *(k for r in rows for k in r)]))
+    )
     table["value"] = pd.to_numeric(table["value"], errors="coerce")
     table["repeat"] = table["repeat"].fillna(0)
     table["conversation_id"] = table["conversation_id"].astype(str)

@@ -76,7 +76,9 @@ def simulator_agreement(means: pd.DataFrame, *, higher_is_better: bool = True, p
                         ranking(both[a], higher_is_better=higher_is_better),
                         ranking(both[b], higher_is_better=higher_is_better),
                         p,
-                    ) if both[a].nunique() > 1 and both[b].nunique() > 1 else np.nan,
+                    )
+                    if both[a].nunique() > 1 and both[b].nunique() > 1
+                    else np.nan,
                 }
             )
     return pd.DataFrame(rows, columns=["simulator_a", "simulator_b", "n_crs", "kendall_tau_b", "rbo"])

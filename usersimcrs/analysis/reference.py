@@ -36,8 +36,12 @@ def read_reference(path: str | Path) -> pd.DataFrame:
         value_columns = [c for c in table.columns if c not in ("conversation_id", "rater")]
         if not value_columns:
             raise DataError(f"{path}: expected columns name,value or one column per aspect")
-        long = table.melt(id_vars=[c for c in ("conversation_id", "rater") if c in table], value_vars=value_columns,
-                          var_name="name", value_name="value")
+        long = table.melt(
+            id_vars=[c for c in ("conversation_id", "rater") if c in table],
+            value_vars=value_columns,
+            var_name="name",
+            value_name="value",
+        )
     long = long.copy()
     if "rater" not in long:
         long["rater"] = "reference"
@@ -74,7 +78,9 @@ def _categories(scale: Any) -> int | None:
     return None
 
 
-def judge_vs_reference(records: list[dict[str, Any]], reference: pd.DataFrame, *, judge: str | None = None) -> pd.DataFrame:
+def judge_vs_reference(
+    records: list[dict[str, Any]], reference: pd.DataFrame, *, judge: str | None = None
+) -> pd.DataFrame:
     """One row per name (and 'total' = sum of names on fully rated conversations): every agreement statistic."""
     judged = judgments_table(records)
     if judge is not None:
@@ -100,7 +106,9 @@ def judge_vs_reference(records: list[dict[str, Any]], reference: pd.DataFrame, *
     complete_r = ref_wide[names].dropna()
     both = complete_j.index.intersection(complete_r.index)
     if len(names) > 1 and len(both) >= 2:
-        total = agreement_summary(list(complete_j.loc[both].sum(axis=1)), list(complete_r.loc[both].sum(axis=1)), n_categories=None)
+        total = agreement_summary(
+            list(complete_j.loc[both].sum(axis=1)), list(complete_r.loc[both].sum(axis=1)), n_categories=None
+        )
         for key in ("qwk", "cohen_kappa", "randolph_kappa", "percent_agreement", "agreement_within_1"):
             total[key] = float("nan")  # a sum of factors is not a category
         rows.append({"name": "total", **total})
@@ -110,16 +118,24 @@ def judge_vs_reference(records: list[dict[str, Any]], reference: pd.DataFrame, *
 def _rater_agreement(part: pd.DataFrame, categories: int | None) -> dict[str, float]:
     """Agreement among the reference raters themselves (nan with a single rater)."""
     if part["rater"].nunique() < 2:
-        return {"raters": int(part["rater"].nunique()), "raters_krippendorff_alpha": float("nan"),
-                "raters_randolph_kappa": float("nan")}
+        return {
+            "raters": int(part["rater"].nunique()),
+            "raters_krippendorff_alpha": float("nan"),
+            "raters_randolph_kappa": float("nan"),
+        }
     wide = part.pivot_table(index="rater", columns="conversation_id", values="value", aggfunc="mean")
     matrix = [list(row) for row in wide.to_numpy(dtype=float)]
     k = categories or max(2, int(np.nanmax(wide.to_numpy()) - np.nanmin(wide.to_numpy()) + 1))
-    return {"raters": int(len(wide)), "raters_krippendorff_alpha": krippendorff_alpha(matrix, "ordinal"),
-            "raters_randolph_kappa": randolph_kappa(matrix, k)}
+    return {
+        "raters": int(len(wide)),
+        "raters_krippendorff_alpha": krippendorff_alpha(matrix, "ordinal"),
+        "raters_randolph_kappa": randolph_kappa(matrix, k),
+    }
 
 
-def inter_factor_comparison(records: list[dict[str, Any]], reference: pd.DataFrame, *, judge: str | None = None) -> dict[str, float]:
+def inter_factor_comparison(
+    records: list[dict[str, Any]], reference: pd.DataFrame, *, judge: str | None = None
+) -> dict[str, float]:
     """Mean |Kendall tau-b| between factors, for the judge and for the reference (CoRE: LLMs ~0.28, humans ~0.22)."""
     judged = judgments_table(records)
     if judge is not None:
@@ -128,5 +144,7 @@ def inter_factor_comparison(records: list[dict[str, Any]], reference: pd.DataFra
     ref_wide = reference.pivot_table(index="conversation_id", columns="name", values="value", aggfunc="mean")
     out = {}
     for label, wide in (("judge", judge_wide), ("reference", ref_wide)):
-        out[f"{label}_mean_abs_tau"] = mean_abs_off_diagonal(inter_factor_matrix(wide)) if wide.shape[1] >= 2 else float("nan")
+        out[f"{label}_mean_abs_tau"] = (
+            mean_abs_off_diagonal(inter_factor_matrix(wide)) if wide.shape[1] >= 2 else float("nan")
+        )
     return out

@@ -74,5 +74,11 @@ def summarize(
     rows = []
     for subset, mask in subsets:
         for metric in numeric.columns:
-            rows.append({"subset": subset, "metric": metric, **describe(numeric.loc[mask, metric], seed=seed, n_resamples=n_resamples)})
+            rows.append(
+                {
+                    "subset": subset,
+                    "metric": metric,
+                    **describe(numeric.loc[mask, metric], seed=seed, n_resamples=n_resamples),
+                }
+            )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)

@@ -40,11 +40,26 @@ def run(args: argparse.Namespace) -> int:
     from usersimcrs.core.validation import validate
     from usersimcrs.pipeline.annotate import AnnotateRequest, annotate_folder
 
-    llm = {"backend": args.llm_backend, "model": args.model, "model_path": args.model_path, "base_url": args.base_url,
-           "retries": max(0, args.retries), "cache_dir": args.cache_dir}
-    fields = {"task": args.task, "folder": args.folder, "llm": llm, "limit": args.limit, "concurrency": args.concurrency,
-              "max_tokens": args.max_tokens, "prompt": args.prompt, "intents": args.intents, "slots": args.slots,
-              "overwrite": args.overwrite}
+    llm = {
+        "backend": args.llm_backend,
+        "model": args.model,
+        "model_path": args.model_path,
+        "base_url": args.base_url,
+        "retries": max(0, args.retries),
+        "cache_dir": args.cache_dir,
+    }
+    fields = {
+        "task": args.task,
+        "folder": args.folder,
+        "llm": llm,
+        "limit": args.limit,
+        "concurrency": args.concurrency,
+        "max_tokens": args.max_tokens,
+        "prompt": args.prompt,
+        "intents": args.intents,
+        "slots": args.slots,
+        "overwrite": args.overwrite,
+    }
     request = validate(AnnotateRequest, fields, source=None, flags=True)
     result = annotate_folder(request)
     print(summary_line(result.report) + f" -> {result.report_path}")

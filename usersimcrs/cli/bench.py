@@ -7,7 +7,8 @@ import argparse
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "bench", help="run the performance benchmarks (B1-B7) against a local LLM server (source checkout)",
+        "bench",
+        help="run the performance benchmarks (B1-B7) against a local LLM server (source checkout)",
         description="Arguments go to the harness: --quick (smaller sizes), --output FILE, --jitter-ms MS, --keep.",
     )
     parser.add_argument("arguments", nargs=argparse.REMAINDER, help="harness arguments, e.g. --quick")

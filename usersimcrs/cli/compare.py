@@ -6,7 +6,9 @@ import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("compare", help="rank CRSs per simulator, test differences, check simulator agreement")
+    parser = subparsers.add_parser(
+        "compare", help="rank CRSs per simulator, test differences, check simulator agreement"
+    )
     parser.add_argument("matrix_dir", help="matrix folder (from `usersimcrs matrix`)")
     parser.add_argument("--metrics", help="comma-separated metrics (default: headline metrics and judge scores)")
     parser.add_argument("--all-conversations", action="store_true", help="include invalid conversations")
@@ -21,15 +23,22 @@ def handle(args: argparse.Namespace) -> int:
     from usersimcrs.report.tables import markdown_table
 
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
-    result = compare_matrix(args.matrix_dir, metrics=metrics, valid_only=not args.all_conversations,
-                            resamples=args.resamples, seed=args.seed)
+    result = compare_matrix(
+        args.matrix_dir,
+        metrics=metrics,
+        valid_only=not args.all_conversations,
+        resamples=args.resamples,
+        seed=args.seed,
+    )
     comparison, table = result.comparison, result.table
     print(f"{args.matrix_dir}: {table['cell'].nunique()} cells, {len(table)} conversations")
     print(markdown_table(wide_ranks(comparison)), end="")
     uncertain = int(comparison.ranks["uncertain"].sum()) if not comparison.ranks.empty else 0
     if uncertain:
-        print(f"{uncertain} of {len(comparison.ranks)} ranks are uncertain (n<10 valid conversations with a value, "
-              "or a 95% CI overlapping the neighbour's): read them as ties")
+        print(
+            f"{uncertain} of {len(comparison.ranks)} ranks are uncertain (n<10 valid conversations with a value, "
+            "or a 95% CI overlapping the neighbour's): read them as ties"
+        )
     if not comparison.agreement.empty:
         print(markdown_table(comparison.agreement), end="")
     print(f"written: {result.folder}/{{means,ranks,agreement,significance}}.csv")

@@ -27,13 +27,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from usersimcrs.pipeline.convert import convert_dataset
 
-    report = convert_dataset(args.dataset, args.input, args.output, skip_bad=args.skip_bad, domain=args.domain,
-                             seed=args.seed, holdout=args.holdout)
-    counts = ", ".join(
-        f"{k} {report.counts_in[k]} -> {v}" if k in report.counts_in else f"{k} {v}" for k, v in report.counts_out.items()
+    report = convert_dataset(
+        args.dataset,
+        args.input,
+        args.output,
+        skip_bad=args.skip_bad,
+        domain=args.domain,
+        seed=args.seed,
+        holdout=args.holdout,
     )
-    print(f"{args.dataset}: {counts or 'nothing written'}; dropped {len(report.dropped)}; "
-          f"warnings {sum(w.count for w in report.warnings.values())} -> {args.output}")
+    counts = ", ".join(
+        f"{k} {report.counts_in[k]} -> {v}" if k in report.counts_in else f"{k} {v}"
+        for k, v in report.counts_out.items()
+    )
+    print(
+        f"{args.dataset}: {counts or 'nothing written'}; dropped {len(report.dropped)}; "
+        f"warnings {sum(w.count for w in report.warnings.values())} -> {args.output}"
+    )
     for part in report.partial:
         print(f"  {part.what}: {part.written} of {part.read} written ({part.reason})")
     return 0

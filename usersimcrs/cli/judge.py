@@ -29,7 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("run_dir", help="run folder with dialogues.jsonl")
     parser.add_argument("--judge", required=True, help="quality | core12 | pepper | persuasiveness (or a plug-in)")
-    parser.add_argument("--debate", action="store_true", help="with --judge core12: add CoRE's multi-agent debate score")
+    parser.add_argument(
+        "--debate", action="store_true", help="with --judge core12: add CoRE's multi-agent debate score"
+    )
     parser.add_argument("--rubric", help="a rubric YAML replacing the judge's built-in one")
     parser.add_argument("--debate-roles", help="a debate YAML replacing the built-in roles")
     parser.add_argument("--max-rounds", type=int, help="debate round limit (default 4)")
@@ -37,10 +39,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--models", metavar="MAP.yaml", help="component -> LLM settings (mixture of evaluators)")
     parser.add_argument("--prompts", metavar="FILE", help="YAML replacing keys of the judges' scaffolding texts")
     parser.add_argument(
-        "--batch-aspects", action="store_true", help="score all aspects/factors of a conversation in one structured call"
+        "--batch-aspects",
+        action="store_true",
+        help="score all aspects/factors of a conversation in one structured call",
     )
     parser.add_argument(
-        "--no-shared-rubric", action="store_true",
+        "--no-shared-rubric",
+        action="store_true",
         help="put only the rated criterion's guideline in each prompt (shorter prompts, less prefix reuse)",
     )
     parser.add_argument("--include-invalid", action="store_true", help="also judge failed or too-short conversations")
@@ -63,12 +68,26 @@ def request_from(args: argparse.Namespace):
     from usersimcrs.pipeline.judge import JudgeRequest
 
     fields = {
-        "judge": args.judge, "debate": args.debate, "rubric": args.rubric, "debate_roles": args.debate_roles,
-        "max_rounds": args.max_rounds, "include_invalid": args.include_invalid, "dry_run": args.dry_run,
-        "concurrency": args.concurrency, "limit": args.limit, "max_attempts": args.max_attempts,
-        "max_tokens": args.max_tokens, "no_cache": args.no_cache, "llm_backend": args.llm_backend,
-        "model": args.model, "base_url": args.base_url, "model_path": args.model_path, "models_file": args.models,
-        "prompts": args.prompts, "batch_aspects": args.batch_aspects, "shared_rubric": not args.no_shared_rubric,
+        "judge": args.judge,
+        "debate": args.debate,
+        "rubric": args.rubric,
+        "debate_roles": args.debate_roles,
+        "max_rounds": args.max_rounds,
+        "include_invalid": args.include_invalid,
+        "dry_run": args.dry_run,
+        "concurrency": args.concurrency,
+        "limit": args.limit,
+        "max_attempts": args.max_attempts,
+        "max_tokens": args.max_tokens,
+        "no_cache": args.no_cache,
+        "llm_backend": args.llm_backend,
+        "model": args.model,
+        "base_url": args.base_url,
+        "model_path": args.model_path,
+        "models_file": args.models,
+        "prompts": args.prompts,
+        "batch_aspects": args.batch_aspects,
+        "shared_rubric": not args.no_shared_rubric,
         "criteria": [c.strip() for c in args.criteria.split(",") if c.strip()] if args.criteria else None,
     }
     try:

@@ -23,8 +23,10 @@ def handle(args: argparse.Namespace) -> int:
         print(f"  {name}: {status}")
         failed += status.startswith("failed")
     report = summary.output_dir / "report.html"
-    print(f"{summary.output_dir}: {len(summary.cells)} cells in {summary.wall_s:.1f}s"
-          + (f"; report: {report}" if report.exists() else ""))
+    print(
+        f"{summary.output_dir}: {len(summary.cells)} cells in {summary.wall_s:.1f}s"
+        + (f"; report: {report}" if report.exists() else "")
+    )
     for name, messages in summary.gate.items():
         for message in messages:
             print(f"error: {name}: {message}", file=sys.stderr)

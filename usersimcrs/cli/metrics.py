@@ -17,17 +17,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("metrics", help="compute rule-based metrics and the validity gate for a run")
     parser.add_argument("run_dir", help="run folder (holds dialogues.jsonl)")
     parser.add_argument("--config", help="YAML with a 'metrics:' section (options, validity, thresholds)")
-    parser.add_argument("--max-failure-rate", type=float, metavar="X",
-                        help="exit 1 when more than this share of conversations failed (0-1)")
-    parser.add_argument("--max-invalid-rate", type=float, metavar="X",
-                        help="exit 1 when more than this share of conversations is invalid (0-1)")
+    parser.add_argument(
+        "--max-failure-rate",
+        type=float,
+        metavar="X",
+        help="exit 1 when more than this share of conversations failed (0-1)",
+    )
+    parser.add_argument(
+        "--max-invalid-rate",
+        type=float,
+        metavar="X",
+        help="exit 1 when more than this share of conversations is invalid (0-1)",
+    )
     parser.add_argument("--horizon", type=int, help="turns T for PC_T and the per-turn curves")
     parser.add_argument("--repeat-k", type=int, help="same system text this many times = repetition loop")
     parser.add_argument("--no-satisfaction", action="store_true", help="skip DialogueKit's satisfaction classifier")
     parser.set_defaults(func=handle)
 
 
-def metrics_config(args: argparse.Namespace) -> "MetricsConfig":
+def metrics_config(args: argparse.Namespace) -> MetricsConfig:
     """The `metrics:` section of --config (or defaults), with the command-line flags on top."""
     from usersimcrs.pipeline.score import load_metrics_config
 
@@ -53,12 +61,14 @@ def _rate(value: float, flag: str) -> float:
     return value
 
 
-def print_scores(scores: "Scores") -> None:
+def print_scores(scores: Scores) -> None:
     """The run's headline metrics with n, on all and on valid conversations, the flags and statuses."""
     from usersimcrs.metrics.validity import flag_counts
 
-    print(f"{scores.run.path}: {len(scores.conversations)} conversations, failed {_share(scores.rates['failed'])}, "
-          f"valid {_share(scores.rates['valid'])}")
+    print(
+        f"{scores.run.path}: {len(scores.conversations)} conversations, failed {_share(scores.rates['failed'])}, "
+        f"valid {_share(scores.rates['valid'])}"
+    )
     for subset in ("all", "valid"):
         print(f"  {subset}: {summary_line(scores.summary, subset)}")
     print(f"  flags: {flags_line(flag_counts(scores.conversations))}")

@@ -42,9 +42,18 @@ def handle(args: argparse.Namespace) -> int:
     for key, value in (("model", args.model), ("base_url", args.base_url), ("model_path", args.model_path)):
         if value:
             llm[key] = value
-    fields = {"dialogues": args.dialogues, "nlu": args.nlu, "structured": args.structured, "labels": args.labels,
-              "interaction_model": args.interaction_model, "domain": args.domain, "items": args.items,
-              "limit": args.limit, "max_tokens": args.max_tokens, "llm": llm}
+    fields = {
+        "dialogues": args.dialogues,
+        "nlu": args.nlu,
+        "structured": args.structured,
+        "labels": args.labels,
+        "interaction_model": args.interaction_model,
+        "domain": args.domain,
+        "items": args.items,
+        "limit": args.limit,
+        "max_tokens": args.max_tokens,
+        "llm": llm,
+    }
     request = validate(NLUEvalRequest, fields, source=None, flags=True)
     report = nlu_eval(request)
     print(json.dumps(report, indent=2) if args.json else render(report))
@@ -58,7 +67,9 @@ def render(report: dict[str, Any]) -> str:
         f"{'intent':<24} {'P':>6} {'R':>6} {'F1':>6} {'support':>8}",
     ]
     for row in report["per_intent"]:
-        lines.append(f"{row['intent']:<24} {row['precision']:6.3f} {row['recall']:6.3f} {row['f1']:6.3f} {row['support']:8d}")
+        lines.append(
+            f"{row['intent']:<24} {row['precision']:6.3f} {row['recall']:6.3f} {row['f1']:6.3f} {row['support']:8d}"
+        )
     for name in ("micro", "macro"):
         s = report[name]
         lines.append(f"{name + ' avg':<24} {s['precision']:6.3f} {s['recall']:6.3f} {s['f1']:6.3f}")

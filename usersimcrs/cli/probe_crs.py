@@ -18,8 +18,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--turns", type=int, default=3, help="turns of the scripted conversation (default 3)")
     parser.add_argument("--item-file", help="item CSV (MovieLens columns) to resolve parsed titles to IDs")
     parser.add_argument("--config", help="YAML with the connector options (a run config's `crs:` section is used)")
-    parser.add_argument("--set", dest="options", action="append", default=[], metavar="KEY=VALUE",
-                        help="a connector option, e.g. --set timeout_s=5 --set text_path=reply.text")
+    parser.add_argument(
+        "--set",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a connector option, e.g. --set timeout_s=5 --set text_path=reply.text",
+    )
     parser.add_argument("--timeout", type=float, help="seconds per request (default: the connector's)")
     parser.add_argument("--message", action="append", help="user messages to send instead of the built-in script")
     parser.set_defaults(func=handle)
@@ -46,7 +52,7 @@ def connector_section(args: argparse.Namespace) -> dict[str, Any]:
     return section
 
 
-def render(report: "ProbeReport", resolved_possible: bool) -> str:
+def render(report: ProbeReport, resolved_possible: bool) -> str:
     lines = [f"CRS: {report.crs}"]
     if report.health is not None:
         lines.append(f"health: ok ({report.health[:60]!r})")
@@ -64,8 +70,10 @@ def render(report: "ProbeReport", resolved_possible: bool) -> str:
             suffix = f", {resolved} resolved to item IDs" if resolved_possible or resolved else ""
             lines.append(f"        items: {len(turn.items)} ({titles}){suffix}")
     items_seen = sum(len(t.items) for t in report.turns)
-    lines.append(f"reply shape: text in {sum(1 for t in report.turns if t.text.strip())}/{len(report.turns)} turns, "
-                 f"{items_seen} items parsed")
+    lines.append(
+        f"reply shape: text in {sum(1 for t in report.turns if t.text.strip())}/{len(report.turns)} turns, "
+        f"{items_seen} items parsed"
+    )
     lines.extend(report.notes)
     lines.append("result: OK")
     return "\n".join(lines)

@@ -8,9 +8,10 @@ import sys
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "quickstart", help="run the offline demo (agenda and LLM users x the three built-in CRSs) and write its report",
+        "quickstart",
+        help="run the offline demo (agenda and LLM users x the three built-in CRSs) and write its report",
         description="Runs the bundled configs/demo.yaml matrix on the embedded model (no network, no API key) and "
-                    "writes DIR/report.html. A second call resumes and reuses what is done.",
+        "writes DIR/report.html. A second call resumes and reuses what is done.",
     )
     parser.add_argument("--output", "-o", default="runs/demo", help="matrix folder (default runs/demo)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

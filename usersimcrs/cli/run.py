@@ -20,13 +20,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("run", help="run simulated conversations with a CRS")
     parser.add_argument("config", help="run config (YAML)")
     parser.add_argument("--output", "-o", help="run folder (default: config 'output', else runs/<name>)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key, e.g. --set conversations=5 --set llm.backend=ollama")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue a killed run: skip completed conversations, run failed ones again")
-    parser.add_argument("--keep-failed", action="store_true", help="with --resume, keep failed conversations as they are")
-    parser.add_argument("--no-crs-check", dest="check_crs", action="store_false",
-                        help="skip the CRS health check before the first conversation")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set conversations=5 --set llm.backend=ollama",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a killed run: skip completed conversations, run failed ones again",
+    )
+    parser.add_argument(
+        "--keep-failed", action="store_true", help="with --resume, keep failed conversations as they are"
+    )
+    parser.add_argument(
+        "--no-crs-check",
+        dest="check_crs",
+        action="store_false",
+        help="skip the CRS health check before the first conversation",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing run folder")
     parser.add_argument("--report", action="store_true", help="compute metrics and write report.html afterwards")
     parser.set_defaults(func=handle)
@@ -35,8 +50,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     config = load_run_config(args.config, args.overrides)
     output = Path(args.output or config.output or Path("runs") / config.name)
-    result = simulate(config, output, resume=args.resume, overwrite=args.overwrite, keep_failed=args.keep_failed,
-                      check_crs=args.check_crs, source=args.config, report=args.report)
+    result = simulate(
+        config,
+        output,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        keep_failed=args.keep_failed,
+        check_crs=args.check_crs,
+        source=args.config,
+        report=args.report,
+    )
     print(summary_line(result))
     for line in failure_lines(result):
         print(line)
@@ -44,8 +67,11 @@ def handle(args: argparse.Namespace) -> int:
         print(f"written: {result.report_path}")
     if result.exceeds_failed_share:
         failures = result.failures
-        print(f"error: {failures.failed} of {failures.total} conversations failed ({failures.share:.0%}), "
-              f"more than max_failed_share {result.max_failed_share:g}", file=sys.stderr)
+        print(
+            f"error: {failures.failed} of {failures.total} conversations failed ({failures.share:.0%}), "
+            f"more than max_failed_share {result.max_failed_share:g}",
+            file=sys.stderr,
+        )
         return EXIT_TOO_MANY_FAILED
     return 0
 

@@ -29,8 +29,18 @@ logger = logging.getLogger(__name__)
 
 _RUN_KEY = "usersimcrs"
 _UTTERANCE_KEYS = {
-    "participant", "utterance", "text", "utterance_id", "utterance ID", "dialogue_acts",
-    "annotations", "utterance_feedback", "feedback", "items", "latency_s", "metadata",
+    "participant",
+    "utterance",
+    "text",
+    "utterance_id",
+    "utterance ID",
+    "dialogue_acts",
+    "annotations",
+    "utterance_feedback",
+    "feedback",
+    "items",
+    "latency_s",
+    "metadata",
 }
 _RUN_FIELDS = ("status", "error", "end_reason", "index", "seed", "profile", "profile_id", "timings")
 
@@ -165,7 +175,9 @@ def _utterance(raw: Any, where: str, counts: ActCounts) -> Utterance:
         annotations=annotations,
         feedback=feedback,
         items=items,
-        latency_s=raw.get("latency_s") if isinstance(raw.get("latency_s"), (int, float)) and not isinstance(raw.get("latency_s"), bool) else None,
+        latency_s=raw.get("latency_s")
+        if isinstance(raw.get("latency_s"), (int, float)) and not isinstance(raw.get("latency_s"), bool)
+        else None,
         metadata=metadata,
     )
 
@@ -235,7 +247,11 @@ def read_dialoguekit(path: str | Path) -> list[Dialogue]:
     if result.acts.dropped:
         logger.warning(
             "%s: dropped %d of %d dialogue acts without an intent (%d null, %d empty)",
-            path, result.acts.dropped, result.acts.read, result.acts.dropped_null_intent, result.acts.dropped_empty_intent,
+            path,
+            result.acts.dropped,
+            result.acts.read,
+            result.acts.dropped_null_intent,
+            result.acts.dropped_empty_intent,
         )
     return result.dialogues
 

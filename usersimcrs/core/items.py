@@ -123,7 +123,7 @@ class ItemCollection:
                 seen.setdefault(value, None)
         return list(seen)
 
-    def match_title(self, title: str, *, fuzzy: bool = True, min_score: float = 90.0) -> "TitleMatch":
+    def match_title(self, title: str, *, fuzzy: bool = True, min_score: float = 90.0) -> TitleMatch:
         """How `title` maps to the collection: one item (exact, normalised or fuzzy), several
         equally good items (ambiguous: a bare title shared by remakes), or none.
 
@@ -152,8 +152,11 @@ class ItemCollection:
         best = matches[0][1]
         pool = [self._items[i] for match, score, _ in matches if score == best for i in self._by_title[match]]
         if year is not None:  # a year that agrees with one of the near-misses settles it
-            dated = [item for item in (self._items[i] for match, _, _ in matches for i in self._by_title[match])
-                     if item.year == year]
+            dated = [
+                item
+                for item in (self._items[i] for match, _, _ in matches for i in self._by_title[match])
+                if item.year == year
+            ]
             pool = dated or pool
         return _match_by_year(pool, year, "fuzzy", score=best)
 
@@ -183,7 +186,7 @@ class ItemCollection:
         mapping: dict[str, str] | None = None,
         delimiters: dict[str, str] | None = None,
         default_delimiter: str | None = None,
-    ) -> "ItemCollection":
+    ) -> ItemCollection:
         """Load items from a CSV file.
 
         Args:
@@ -251,12 +254,18 @@ class TitleMatch(BaseModel):
     score: float | None = None
 
 
-def apply_match(ref: ItemRef, match: TitleMatch, items: "ItemCollection") -> ItemRef:
+def apply_match(ref: ItemRef, match: TitleMatch, items: ItemCollection) -> ItemRef:
     """`ref` updated with a match: the item's ID and title, or the ambiguity and its candidates."""
     if match.item_id is not None:
         item = items.get(match.item_id)
-        return ref.model_copy(update={"id": match.item_id, "title": item.title if item else ref.title,
-                                      "resolution": match.resolution, "candidates": []})
+        return ref.model_copy(
+            update={
+                "id": match.item_id,
+                "title": item.title if item else ref.title,
+                "resolution": match.resolution,
+                "candidates": [],
+            }
+        )
     return ref.model_copy(update={"resolution": match.resolution, "candidates": list(match.candidates)})
 
 

@@ -116,7 +116,7 @@ class JsonlWriter:
             os.close(self._fd)
             self._fd = -1
 
-    def __enter__(self) -> "JsonlWriter":
+    def __enter__(self) -> JsonlWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

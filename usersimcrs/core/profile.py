@@ -103,8 +103,14 @@ class ProfileRecord(_Model):
 def _is_collection_ref(ref: ItemRef, items: ItemCollection | None) -> bool:
     """Whether `ref` is exactly the collection's `Item.ref()` (ID and title, nothing else set)."""
     item = items.get(ref.id) if items is not None and ref.id is not None else None
-    return (item is not None and ref.title == item.title and ref.score is None and ref.raw is None
-            and ref.resolution is None and not ref.candidates)
+    return (
+        item is not None
+        and ref.title == item.title
+        and ref.score is None
+        and ref.raw is None
+        and ref.resolution is None
+        and not ref.candidates
+    )
 
 
 def compact_profile(profile: UserProfile, items: ItemCollection | None) -> dict[str, Any]:
@@ -126,7 +132,9 @@ def compact_profile(profile: UserProfile, items: ItemCollection | None) -> dict[
 def has_item_ids(data: dict[str, Any]) -> bool:
     """Whether a stored profile refers to items by bare ID (so reading it back wants the item collection)."""
     targets = (data.get("need") or {}).get("targets") or []
-    return any(isinstance(t, str) for t in targets) or any(isinstance(s.get("item"), str) for s in data.get("seen_items") or [])
+    return any(isinstance(t, str) for t in targets) or any(
+        isinstance(s.get("item"), str) for s in data.get("seen_items") or []
+    )
 
 
 def expand_profile(data: dict[str, Any], items: ItemCollection | None) -> UserProfile:
@@ -146,7 +154,9 @@ def expand_profile(data: dict[str, Any], items: ItemCollection | None) -> UserPr
     if isinstance(data.get("need"), dict) and data["need"].get("targets"):
         data["need"] = {**data["need"], "targets": [ref(t) for t in data["need"]["targets"]]}
     if data.get("seen_items"):
-        data["seen_items"] = [{**s, "item": ref(s.get("item"))} if isinstance(s, dict) else s for s in data["seen_items"]]
+        data["seen_items"] = [
+            {**s, "item": ref(s.get("item"))} if isinstance(s, dict) else s for s in data["seen_items"]
+        ]
     return UserProfile.model_validate(data)
 
 
@@ -198,7 +208,7 @@ class Ratings:
         item_column: str = "movieId",
         rating_column: str = "rating",
         scale: tuple[float, float] = (0.5, 5.0),
-    ) -> "Ratings":
+    ) -> Ratings:
         """Load MovieLens-style ratings (`userId,movieId,rating,timestamp`)."""
         ratings = cls(scale)
         path = Path(path)

@@ -187,7 +187,7 @@ class Run:
             return self.profiles.get(profile_id)
         return self._profile_at(profile_id)
 
-    def refresh(self) -> "Run":
+    def refresh(self) -> Run:
         """Forget what was read, so the next access sees the files as they are now."""
         for name in ("manifest", "dialogues", "judgments", "profiles", "items", "_profile_offsets"):
             self.__dict__.pop(name, None)
@@ -197,8 +197,13 @@ class Run:
         if dialogue.profile is None and dialogue.profile_id is not None:
             dialogue.profile = lookup(dialogue.profile_id)
             if dialogue.profile is None:
-                logger.warning("%s: conversation %s names profile %s, which %s lacks", self.path, dialogue.conversation_id,
-                               dialogue.profile_id, PROFILES)
+                logger.warning(
+                    "%s: conversation %s names profile %s, which %s lacks",
+                    self.path,
+                    dialogue.conversation_id,
+                    dialogue.profile_id,
+                    PROFILES,
+                )
         return dialogue
 
     @cached_property
@@ -235,7 +240,9 @@ class Run:
         try:
             return expand_profile(stored.profile, self.items if has_item_ids(stored.profile) else None)
         except ValidationError as exc:
-            where = f"{self.path / PROFILES}: " + (f"record {number}" if number is not None else f"profile {stored.profile_id}")
+            where = f"{self.path / PROFILES}: " + (
+                f"record {number}" if number is not None else f"profile {stored.profile_id}"
+            )
             raise DataError(describe_validation_error(exc, source=where)) from exc
 
     @property
@@ -314,9 +321,13 @@ def items_from_section(section: Any) -> ItemCollection | None:
         if not path or not Path(path).exists():
             continue
         try:
-            items = ItemCollection.from_csv(path, id_column=section.get("id_column") or "movieId",
-                                            title_column=section.get("title_column") or "title",
-                                            mapping=section.get("mapping"), delimiters=section.get("delimiters") or {})
+            items = ItemCollection.from_csv(
+                path,
+                id_column=section.get("id_column") or "movieId",
+                title_column=section.get("title_column") or "title",
+                mapping=section.get("mapping"),
+                delimiters=section.get("delimiters") or {},
+            )
         except DataError as exc:
             logger.warning("cannot read the run's items (%s): stored profiles keep item IDs only", exc)
             return None
@@ -334,5 +345,17 @@ def load_run(path: str | Path) -> Run:
     return run
 
 
-__all__ = ["DIALOGUES", "JUDGMENTS", "MANIFEST", "PROFILES", "DialogueCounts", "Manifest", "ProfileWriter", "Run", "Timings",
-           "items_from_section", "load_run", "read_manifest_file"]
+__all__ = [
+    "DIALOGUES",
+    "JUDGMENTS",
+    "MANIFEST",
+    "PROFILES",
+    "DialogueCounts",
+    "Manifest",
+    "ProfileWriter",
+    "Run",
+    "Timings",
+    "items_from_section",
+    "load_run",
+    "read_manifest_file",
+]

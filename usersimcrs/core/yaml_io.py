@@ -22,7 +22,9 @@ def parse_yaml(text: str, *, source: str) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
-        raise ConfigError(f"{source}{where}: invalid YAML ({_one_line(getattr(exc, 'problem', None) or exc)})") from None
+        raise ConfigError(
+            f"{source}{where}: invalid YAML ({_one_line(getattr(exc, 'problem', None) or exc)})"
+        ) from None
     except ValueError as exc:  # a scalar resolves but cannot build, e.g. the date 2001-13-45
         raise ConfigError(f"{source}: invalid YAML value ({_one_line(exc)})") from None
 

@@ -46,7 +46,12 @@ class ConversationRunner:
     """Builds a fresh simulator and connector per conversation and runs the turn loop."""
 
     def __init__(
-        self, config: RunConfig, context: RunContext, profiles: Any, source: str = "config", plugins: RunPlugins | None = None
+        self,
+        config: RunConfig,
+        context: RunContext,
+        profiles: Any,
+        source: str = "config",
+        plugins: RunPlugins | None = None,
     ) -> None:
         self.config = config
         self.context = context
@@ -79,7 +84,7 @@ class ConversationRunner:
                 timeout=self.config.conversation_timeout_s,
             )
             simulator.finish(dialogue)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             _fail(dialogue, f"timeout: conversation exceeded {self.config.conversation_timeout_s:g}s")
         except asyncio.CancelledError:
             raise

@@ -71,7 +71,9 @@ class MatrixDesign(BaseModel):
     crs: list[NamedOverride] = Field(min_length=1)
     datasets: list[NamedOverride] = Field(default_factory=lambda: [NamedOverride(name="default")])
     concurrency: int = Field(4, ge=1, description="conversations in flight over all running cells")
-    parallel_cells: int | None = Field(None, ge=1, description="cells run at once (default: as many as concurrency allows)")
+    parallel_cells: int | None = Field(
+        None, ge=1, description="cells run at once (default: as many as concurrency allows)"
+    )
 
     def base_overrides(self) -> dict[str, Any]:
         """The keys the matrix file set under `base:` (defaults left out, so each cell's own defaults apply)."""
@@ -115,7 +117,9 @@ def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for key, value in patch.items():
         replaces_plugin = (
-            key in PLUGIN_SECTIONS and isinstance(value, dict) and isinstance(out.get(key), dict)
+            key in PLUGIN_SECTIONS
+            and isinstance(value, dict)
+            and isinstance(out.get(key), dict)
             and value.get("type", out[key].get("type")) != out[key].get("type")
         )
         if isinstance(value, dict) and isinstance(out.get(key), dict) and not replaces_plugin:
@@ -153,7 +157,9 @@ def plan_cells(config: MatrixDesign, output_dir: str | Path, source: str | Path)
                     llm["cache_dir"] = str(output_dir / "llm_cache")
                 run_config = validate(RunConfig, data, source=f"{source}: cell {name}")
                 run_config = absolutize(run_config, base_dir)
-                cells.append(CellPlan(simulator.name, crs.name, dataset.name, run_config, output_dir / CELLS_DIR / name))
+                cells.append(
+                    CellPlan(simulator.name, crs.name, dataset.name, run_config, output_dir / CELLS_DIR / name)
+                )
     return cells
 
 
@@ -182,8 +188,9 @@ async def run_cells(config: MatrixDesign, cells: list[CellPlan], summary: Matrix
 
     async def one(cell: CellPlan) -> None:
         async with gate:
-            run_config = cell.config.model_copy(update={"concurrency": min(per_cell, cell.config.concurrency),
-                                                        "progress": progress and parallel == 1})
+            run_config = cell.config.model_copy(
+                update={"concurrency": min(per_cell, cell.config.concurrency), "progress": progress and parallel == 1}
+            )
             resume = (cell.run_dir / "dialogues.jsonl").exists()
             try:
                 result = await run_async(run_config, cell.run_dir, resume=resume, source=cell.name)
@@ -202,12 +209,21 @@ def write_index(
     index = {
         "name": config.name,
         "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "axes": {"simulators": [s.name for s in config.simulators], "crs": [c.name for c in config.crs],
-                 "datasets": [d.name for d in config.datasets]},
+        "axes": {
+            "simulators": [s.name for s in config.simulators],
+            "crs": [c.name for c in config.crs],
+            "datasets": [d.name for d in config.datasets],
+        },
         "cells": [
-            {"name": c.name, "simulator": c.simulator, "crs": c.crs, "dataset": c.dataset,
-             "run_dir": f"{CELLS_DIR}/{c.name}", "config_hash": c.config.config_hash(),
-             "status": summary.cells.get(c.name, "not run")}
+            {
+                "name": c.name,
+                "simulator": c.simulator,
+                "crs": c.crs,
+                "dataset": c.dataset,
+                "run_dir": f"{CELLS_DIR}/{c.name}",
+                "config_hash": c.config.config_hash(),
+                "status": summary.cells.get(c.name, "not run"),
+            }
             for c in cells
         ],
         "judges": judges,

@@ -25,7 +25,7 @@ class RunProgress:
         self._progress: Any = None
         self._task: Any = None
 
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         if self.enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 

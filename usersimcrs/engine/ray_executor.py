@@ -72,7 +72,9 @@ async def _run_chunk_async(config: RunConfig, indices: list[int], source: str, r
 
     context = build_context(config, Path(run_dir) if run_dir else None)
     try:
-        dialogues = [d.model_dump(mode="json") async for d in iter_conversations(config, context, indices, source=source)]
+        dialogues = [
+            d.model_dump(mode="json") async for d in iter_conversations(config, context, indices, source=source)
+        ]
         usage = _usage(context)
     finally:
         await close_context(context)
@@ -132,7 +134,9 @@ async def iter_conversations_ray(
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     size = chunk_size(len(indices), cpus, config.concurrency)
     data = worker_config(config)
-    refs = [remote_chunk.remote(data, chunk, source, str(run_dir) if run_dir else None) for chunk in chunked(indices, size)]
+    refs = [
+        remote_chunk.remote(data, chunk, source, str(run_dir) if run_dir else None) for chunk in chunked(indices, size)
+    ]
     futures = {asyncio.wrap_future(ref.future()): ref for ref in refs}
     try:
         for next_done in asyncio.as_completed(list(futures)):

@@ -98,8 +98,14 @@ def build_context(config: RunConfig, run_dir: Path | None = None) -> RunContext:
     from usersimcrs.llm.provider import LLMProvider
 
     llms = LLMProvider(config.llm, config.llm_components)
-    context = RunContext(items=load_items(config), ratings=load_ratings(config), llms=llms, run_dir=run_dir,
-                         run_seed=config.seed, data=dict(config.data))
+    context = RunContext(
+        items=load_items(config),
+        ratings=load_ratings(config),
+        llms=llms,
+        run_dir=run_dir,
+        run_seed=config.seed,
+        data=dict(config.data),
+    )
     pool = context.shared(POOL_KEY, CRSPool)  # one keep-alive pool for every HTTP CRS request of the run
     context.on_close(llms.aclose)
     context.on_close(pool.aclose)
@@ -118,7 +124,11 @@ def completed_ids(path: Path) -> set[str]:
 
 def failed_ids(path: Path) -> set[str]:
     """IDs of the failed conversations written to `path`."""
-    return {str(rec["conversation_id"]) for rec in iter_jsonl(path) if rec.get("status") != "ok" and "conversation_id" in rec}
+    return {
+        str(rec["conversation_id"])
+        for rec in iter_jsonl(path)
+        if rec.get("status") != "ok" and "conversation_id" in rec
+    }
 
 
 def drop_failed(path: Path) -> set[str]:
@@ -193,7 +203,9 @@ async def iter_conversations(
         await asyncio.gather(*workers, return_exceptions=True)
 
 
-def _prepare_output(output_dir: Path, resume: bool, overwrite: bool, keep_failed: bool = False) -> tuple[set[str], set[str]]:
+def _prepare_output(
+    output_dir: Path, resume: bool, overwrite: bool, keep_failed: bool = False
+) -> tuple[set[str], set[str]]:
     """(IDs to skip, failed IDs removed to be run again) for the run folder, after any clean-up."""
     output_dir.mkdir(parents=True, exist_ok=True)
     dialogues = output_dir / DIALOGUES
@@ -252,8 +264,12 @@ async def run_async(
             stream = iter_conversations_ray(config, indices, source=source, run_dir=output_dir, usage=remote_usage)
         else:
             stream = iter_conversations(config, context, indices, source=source, plugins=plugins)
-        with JsonlWriter(output_dir / DIALOGUES) as writer, ProfileWriter(output_dir, context.items) as profiles, \
-                progress, frozen_heap():
+        with (
+            JsonlWriter(output_dir / DIALOGUES) as writer,
+            ProfileWriter(output_dir, context.items) as profiles,
+            progress,
+            frozen_heap(),
+        ):
             async for dialogue in stream:
                 writer.write(profiles.detach(dialogue))
                 if dialogue.status == "ok":
@@ -283,7 +299,9 @@ async def run_async(
     return summary
 
 
-def run(config: RunConfig, output_dir: str | Path, resume: bool = False, overwrite: bool = False, **kw: Any) -> RunSummary:
+def run(
+    config: RunConfig, output_dir: str | Path, resume: bool = False, overwrite: bool = False, **kw: Any
+) -> RunSummary:
     """Synchronous entry point around `run_async` (`kw`: keep_failed, context, source)."""
     return run_coroutine(run_async(config, output_dir, resume=resume, overwrite=overwrite, **kw), config.event_loop)
 
@@ -301,7 +319,10 @@ def _count(path: Path) -> dict[str, int]:
     for rec in iter_jsonl(path):
         counts["completed" if rec.get("status") == "ok" else "failed"] += 1
         counts["ambiguous_items"] += sum(
-            1 for utt in rec.get("utterances", []) for item in utt.get("items", []) if item.get("resolution") == "ambiguous"
+            1
+            for utt in rec.get("utterances", [])
+            for item in utt.get("items", [])
+            if item.get("resolution") == "ambiguous"
         )
     return counts
 

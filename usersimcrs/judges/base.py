@@ -52,7 +52,9 @@ class Judgment(BaseModel):
     raw: Any = None
     raw_value: Any = Field(default=None, description="the original score of an imported record (before range checks)")
     agent_id: str | None = Field(default=None, description="the CRS an imported record is about")
-    source: str | None = Field(default=None, description="where a record came from when not judged here, e.g. 'imported'")
+    source: str | None = Field(
+        default=None, description="where a record came from when not judged here, e.g. 'imported'"
+    )
     provenance: dict[str, Any] = Field(default_factory=dict, description="fields of other producers, kept as is")
 
     @model_validator(mode="before")
@@ -99,7 +101,9 @@ class JudgeOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rubric: str | None = Field(default=None, description="built-in rubric name or path to a YAML file of the same schema")
+    rubric: str | None = Field(
+        default=None, description="built-in rubric name or path to a YAML file of the same schema"
+    )
     criteria: list[str] | None = Field(default=None, description="rate only these criteria (default: all)")
     max_attempts: int = Field(3, ge=1, le=10, description="LLM calls per score before giving up")
     temperature: float = 0.0
@@ -128,7 +132,7 @@ class Judge(ABC):
     async def score(
         self,
         dialogue: Dialogue,
-        context: "RunContext",
+        context: RunContext,
         existing: Mapping[str, Judgment] | None = None,
     ) -> list[Judgment]:
         """Judge `dialogue`; names already in `existing` are not scored again (resume)."""

@@ -71,10 +71,12 @@ class DebateJudge(Judge):
         super().__init__(config)
         self.debate: DebateRubric = load_debate(self.config.debate)
         self.factor_judge = Core12Judge(
-            self.config.factors.model_copy(update={
-                "rubric": self.config.factors.rubric or self.debate.factor_rubric,
-                "prompts": self.config.factors.prompts or self.config.prompts,
-            })
+            self.config.factors.model_copy(
+                update={
+                    "rubric": self.config.factors.rubric or self.debate.factor_rubric,
+                    "prompts": self.config.factors.prompts or self.config.prompts,
+                }
+            )
         )
         self.debate.check_factors(self.factor_judge.rubric)
         self.max_rounds = self.config.max_rounds or self.debate.max_rounds
@@ -105,7 +107,11 @@ class DebateJudge(Judge):
     def spec(self) -> ScoreSpec:
         low, high = self.debate.scale
         return ScoreSpec(
-            low=low, high=high, integer=False, score_key="score", text_key="statement",
+            low=low,
+            high=high,
+            integer=False,
+            score_key="score",
+            text_key="statement",
             text_chars=self.config.rationale_chars,
         )
 
@@ -116,7 +122,8 @@ class DebateJudge(Judge):
         low, high = self.debate.scale
         focus = "\n".join(p.text("debate_focus_item", item=item) for item in role.focus)
         anchors = "\n".join(
-            p.text("debate_anchor", score=a.score, anchor=a.anchor) for a in sorted(self.debate.anchors, key=lambda a: a.score)
+            p.text("debate_anchor", score=a.score, anchor=a.anchor)
+            for a in sorted(self.debate.anchors, key=lambda a: a.score)
         )
         return [
             self.debate.task.strip(),
@@ -126,7 +133,12 @@ class DebateJudge(Judge):
         ]
 
     def role_messages(
-        self, role: DebateRole, view: ConversationView, factors: Mapping[str, Judgment], buffer: list[DebateEntry], round_no: int
+        self,
+        role: DebateRole,
+        view: ConversationView,
+        factors: Mapping[str, Judgment],
+        buffer: list[DebateEntry],
+        round_no: int,
     ):
         """The prompt of `role` in round `round_no`: conversation, its factor results, the discussion so far."""
         p = self.prompts
@@ -137,10 +149,12 @@ class DebateJudge(Judge):
             {"round": e.round, "evaluator": e.evaluator, "score": e.score, "statement": e.statement} for e in buffer
         ]
         guidance = self.debate.first_round if round_no == 1 else self.debate.later_rounds
-        request = "\n\n".join([
-            p.text("debate_round_request", round=round_no, max_rounds=self.max_rounds, guidance=guidance.strip()),
-            output_instructions("score", "statement", low, high, p.debate_text_hint, p),
-        ])
+        request = "\n\n".join(
+            [
+                p.text("debate_round_request", round=round_no, max_rounds=self.max_rounds, guidance=guidance.strip()),
+                output_instructions("score", "statement", low, high, p.debate_text_hint, p),
+            ]
+        )
         return build_messages(self._instructions(role), payload, request, p)
 
     def _factor_entry(self, name: str, judgment: Judgment | None) -> dict[str, Any]:
@@ -153,8 +167,13 @@ class DebateJudge(Judge):
 
     # ------------------------------------------------------------------ the debate
     async def _role_turn(
-        self, role: DebateRole, view: ConversationView, factors: Mapping[str, Judgment],
-        buffer: list[DebateEntry], round_no: int, context: "RunContext",
+        self,
+        role: DebateRole,
+        view: ConversationView,
+        factors: Mapping[str, Judgment],
+        buffer: list[DebateEntry],
+        round_no: int,
+        context: RunContext,
     ) -> tuple[DebateEntry, Usage]:
         component = self.component(role)
         try:
@@ -162,8 +181,9 @@ class DebateJudge(Judge):
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001
-            return DebateEntry(round=round_no, evaluator=role.name, score=None, statement="", status="llm_error",
-                               error=str(exc)[:500]), Usage()
+            return DebateEntry(
+                round=round_no, evaluator=role.name, score=None, statement="", status="llm_error", error=str(exc)[:500]
+            ), Usage()
         outcome: ScoreOutcome = await ask_score(
             llm,
             self.role_messages(role, view, factors, buffer, round_no),
@@ -176,13 +196,18 @@ class DebateJudge(Judge):
             prompts=self.prompts,
         )
         entry = DebateEntry(
-            round=round_no, evaluator=role.name, score=outcome.value, statement=outcome.rationale,
-            status=outcome.status, error=outcome.error, model=outcome.model,
+            round=round_no,
+            evaluator=role.name,
+            score=outcome.value,
+            statement=outcome.rationale,
+            status=outcome.status,
+            error=outcome.error,
+            model=outcome.model,
         )
         return entry, outcome.usage
 
     async def run_debate(
-        self, view: ConversationView, factors: Mapping[str, Judgment], context: "RunContext"
+        self, view: ConversationView, factors: Mapping[str, Judgment], context: RunContext
     ) -> Judgment:
         """Run the rounds and return the overall judgment with transcript, per-round scores and stop reason."""
         buffer: list[DebateEntry] = []
@@ -224,22 +249,36 @@ class DebateJudge(Judge):
         if failed:
             first = failed[0]
             return Judgment(
-                conversation_id=view.conversation_id, judge=self.name, name=OVERALL, value=None,
-                scale=(float(low), float(high)), status=first.status,
-                error=f"role {first.evaluator} gave no usable score: {first.error}", model=",".join(models),
-                usage=usage, attempts=len(rounds), raw=raw,
+                conversation_id=view.conversation_id,
+                judge=self.name,
+                name=OVERALL,
+                value=None,
+                scale=(float(low), float(high)),
+                status=first.status,
+                error=f"role {first.evaluator} gave no usable score: {first.error}",
+                model=",".join(models),
+                usage=usage,
+                attempts=len(rounds),
+                raw=raw,
             )
         mean = sum(final_scores[r.name] for r in self.debate.roles) / len(self.debate.roles)  # type: ignore[misc]
         summary = "; ".join(f"{r.name}={final_scores[r.name]:g}" for r in self.debate.roles)
         return Judgment(
-            conversation_id=view.conversation_id, judge=self.name, name=OVERALL, value=mean,
-            scale=(float(low), float(high)), status="ok",
+            conversation_id=view.conversation_id,
+            judge=self.name,
+            name=OVERALL,
+            value=mean,
+            scale=(float(low), float(high)),
+            status="ok",
             rationale=f"mean of the roles after {len(rounds)} round(s), {stop_reason}: {summary}",
-            model=",".join(models), usage=usage, attempts=len(rounds), raw=raw,
+            model=",".join(models),
+            usage=usage,
+            attempts=len(rounds),
+            raw=raw,
         )
 
     async def score(
-        self, dialogue: Dialogue, context: "RunContext", existing: Mapping[str, Judgment] | None = None
+        self, dialogue: Dialogue, context: RunContext, existing: Mapping[str, Judgment] | None = None
     ) -> list[Judgment]:
         """Score missing factors first (returned too), then debate unless `overall` exists already.
 
@@ -265,8 +304,14 @@ class DebateJudge(Judge):
         view = ConversationView.from_dialogue(dialogue)
         factor_chars = int(self.factor_judge.config.rationale_chars * COMPLETION_FILL)
         factors = {
-            c.name: Judgment(conversation_id=view.conversation_id, judge=FACTOR_JUDGE, name=c.name, value=2.0,
-                             scale=(0.0, 4.0), rationale="x" * factor_chars)
+            c.name: Judgment(
+                conversation_id=view.conversation_id,
+                judge=FACTOR_JUDGE,
+                name=c.name,
+                value=2.0,
+                scale=(0.0, 4.0),
+                rationale="x" * factor_chars,
+            )
             for c in self.factor_judge.rubric.criteria
         }
         statement_chars = int(self.config.rationale_chars * COMPLETION_FILL)
@@ -276,9 +321,12 @@ class DebateJudge(Judge):
             for role in self.debate.roles:
                 calls.append(
                     PlannedCall(
-                        judge=self.name, name=f"{OVERALL}:{role.name}:round{round_no}", component=self.component(role),
+                        judge=self.name,
+                        name=f"{OVERALL}:{role.name}:round{round_no}",
+                        component=self.component(role),
                         messages=self.role_messages(role, view, factors, buffer, round_no),
-                        max_tokens=self.config.max_tokens, expected_completion_tokens=expected,
+                        max_tokens=self.config.max_tokens,
+                        expected_completion_tokens=expected,
                         note="upper bound: assumes no early unanimity",
                     )
                 )
@@ -287,4 +335,3 @@ class DebateJudge(Judge):
                 for r in self.debate.roles
             ]
         return calls
-

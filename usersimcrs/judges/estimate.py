@@ -37,4 +37,9 @@ def estimate(calls: Iterable[PlannedCall]) -> dict[str, int]:
     calls = list(calls)
     prompt = sum(prompt_tokens(c.messages) for c in calls)
     completion = sum(c.expected_completion_tokens for c in calls)
-    return {"calls": len(calls), "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {
+        "calls": len(calls),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }

@@ -130,8 +130,12 @@ def read_score(text: str, parsed: Any, spec: ScoreSpec) -> ParsedScore:
 def correction(problem: str, spec: ScoreSpec, prompts: JudgePrompts | None = None) -> str:
     """The follow-up message after an unusable reply (text from the judge prompts file)."""
     return (prompts or builtin_prompts()).text(
-        "correction", problem=problem, text_key=spec.text_key, score_key=spec.score_key,
-        low=f"{spec.low:g}", high=f"{spec.high:g}",
+        "correction",
+        problem=problem,
+        text_key=spec.text_key,
+        score_key=spec.score_key,
+        low=f"{spec.low:g}",
+        high=f"{spec.high:g}",
     )
 
 
@@ -169,7 +173,9 @@ def read_batch(text: str, parsed: Any, batch: BatchSpec) -> dict[str, ParsedScor
     for name, spec in batch.specs.items():
         part = None if found is None else found.get(name)
         if part is None:
-            why = "no JSON object with the criteria in the reply" if found is None else f"the reply has no '{name}' part"
+            why = (
+                "no JSON object with the criteria in the reply" if found is None else f"the reply has no '{name}' part"
+            )
             out[name] = ParsedScore(None, "", "parse_error", why)
         elif isinstance(part, dict):
             out[name] = read_score("", part, spec)
@@ -323,8 +329,12 @@ async def ask_batch(
     for attempt in range(1, max_attempts + 1):
         try:
             result = await llm.complete(
-                conversation, temperature=temperature, max_tokens=max_tokens, seed=seed,
-                schema=batch.schema(), component=component,
+                conversation,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                seed=seed,
+                schema=batch.schema(),
+                component=component,
             )
         except PermanentLLMError as exc:
             raise permanent_failure(llm, exc) from None
@@ -350,9 +360,16 @@ async def ask_batch(
         conversation = [
             *messages,
             Message(role="assistant", content=(result.text or "")[:4000]),
-            Message(role="user", content=p.text(
-                "batch_correction", names=", ".join(open_names), problems=problems, all_names=", ".join(names),
-                text_key=first.text_key, score_key=first.score_key,
-            )),
+            Message(
+                role="user",
+                content=p.text(
+                    "batch_correction",
+                    names=", ".join(open_names),
+                    problems=problems,
+                    all_names=", ".join(names),
+                    text_key=first.text_key,
+                    score_key=first.score_key,
+                ),
+            ),
         ]
     return BatchOutcome(results, usage, attempt, model, replies)

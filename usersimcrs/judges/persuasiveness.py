@@ -46,8 +46,14 @@ class PersuasivenessJudge(RubricJudge):
             status = "ok" if problem is None else ("parse_error" if number is None else "out_of_range")
             out.append(
                 self._judgment(
-                    view, criterion, value=None if problem else number, status=status, error=problem,
-                    rationale="rating recorded by the user simulator", model=RECORDED_MODEL, raw={"recorded": value},
+                    view,
+                    criterion,
+                    value=None if problem else number,
+                    status=status,
+                    error=problem,
+                    rationale="rating recorded by the user simulator",
+                    model=RECORDED_MODEL,
+                    raw={"recorded": value},
                     mode=None,
                 )
             )
@@ -58,7 +64,7 @@ class PersuasivenessJudge(RubricJudge):
         return stored.model == RECORDED_MODEL or super().accepts(stored, model)
 
     async def score(
-        self, dialogue: Dialogue, context: "RunContext", existing: Mapping[str, Judgment] | None = None
+        self, dialogue: Dialogue, context: RunContext, existing: Mapping[str, Judgment] | None = None
     ) -> list[Judgment]:
         view = ConversationView.from_dialogue(dialogue)
         recorded = self._recorded(dialogue, view)

@@ -65,7 +65,7 @@ class ConversationView(BaseModel):
     preferences: str | None = None
 
     @classmethod
-    def from_dialogue(cls, dialogue: Dialogue) -> "ConversationView":
+    def from_dialogue(cls, dialogue: Dialogue) -> ConversationView:
         """Split `dialogue` into history and interaction and collect its lists and profile facts."""
         cut = history_length(dialogue)
         turns = [_turn_view(i + 1, u) for i, u in enumerate(dialogue.utterances)]
@@ -328,12 +328,14 @@ def criterion_messages(
     p = layout.prompts
     low, high = rubric.scale
     scores = ", ".join(map(str, rubric.valid_scores(criterion)))
-    request = "\n\n".join([
-        *extra_block(view, [criterion], p),
-        *layout.guideline(rubric, [criterion]),
-        p.text("criterion_request", title=criterion.title, name=criterion.name, scores=scores),
-        output_instructions(score_key, text_key, low, high, p.criterion_text_hint, p),
-    ])
+    request = "\n\n".join(
+        [
+            *extra_block(view, [criterion], p),
+            *layout.guideline(rubric, [criterion]),
+            p.text("criterion_request", title=criterion.title, name=criterion.name, scores=scores),
+            output_instructions(score_key, text_key, low, high, p.criterion_text_hint, p),
+        ]
+    )
     payload = view.payload(shared_inputs(layout.criteria))
     return build_messages(layout.instructions(rubric), payload, request, p)
 
@@ -352,14 +354,21 @@ def batch_messages(
     p = layout.prompts
     low, high = rubric.scale
     names = ", ".join(c.name for c in criteria)
-    request = "\n\n".join([
-        *extra_block(view, criteria, p),
-        *layout.guideline(rubric, criteria),
-        p.text("batch_request", names=names),
-        p.text(
-            "batch_answer_format", names=names, text_key=text_key, score_key=score_key,
-            text_hint=p.criterion_text_hint, low=f"{low:g}", high=f"{high:g}",
-        ),
-    ])
+    request = "\n\n".join(
+        [
+            *extra_block(view, criteria, p),
+            *layout.guideline(rubric, criteria),
+            p.text("batch_request", names=names),
+            p.text(
+                "batch_answer_format",
+                names=names,
+                text_key=text_key,
+                score_key=score_key,
+                text_hint=p.criterion_text_hint,
+                low=f"{low:g}",
+                high=f"{high:g}",
+            ),
+        ]
+    )
     payload = view.payload(shared_inputs(layout.criteria))
     return build_messages(layout.instructions(rubric), payload, request, p)

@@ -38,7 +38,10 @@ PLACEHOLDERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "data_rules": (frozenset({"open", "close"}), frozenset({"open", "close"})),
     "extra_data": (frozenset({"open", "close"}), frozenset({"open", "close"})),
     "criterion_request": (frozenset({"title", "name", "scores"}), frozenset()),
-    "answer_format": (frozenset({"text_key", "score_key", "text_hint", "low", "high"}), frozenset({"text_key", "score_key"})),
+    "answer_format": (
+        frozenset({"text_key", "score_key", "text_hint", "low", "high"}),
+        frozenset({"text_key", "score_key"}),
+    ),
     "criterion_text_hint": (frozenset(), frozenset()),
     "correction": (frozenset({"problem", "text_key", "score_key", "low", "high"}), frozenset()),
     "batch_request": (frozenset({"names"}), frozenset()),

@@ -89,11 +89,13 @@ class RubricJudge(Judge):
         window = context_window(llm)
         if not self.layout.shared_rubric or window is None:
             return self.layout
-        longest = max(prompt_tokens(criterion_messages(self.rubric, c, view, layout=self.layout)) for c in self.criteria)
+        longest = max(
+            prompt_tokens(criterion_messages(self.rubric, c, view, layout=self.layout)) for c in self.criteria
+        )
         return self.layout if longest + self.config.max_tokens <= window else self.compact_layout
 
     async def score_criterion(
-        self, view: ConversationView, criterion: Criterion, context: "RunContext", layout: PromptLayout | None = None
+        self, view: ConversationView, criterion: Criterion, context: RunContext, layout: PromptLayout | None = None
     ) -> Judgment:
         """One criterion: a missing input is recorded without a call; otherwise ask with retries.
 
@@ -109,7 +111,11 @@ class RubricJudge(Judge):
         missing = view.missing(criterion.inputs)
         if missing:
             return self._judgment(
-                view, criterion, value=None, status="missing_input", model=model_key(llm),
+                view,
+                criterion,
+                value=None,
+                status="missing_input",
+                model=model_key(llm),
                 error=f"the conversation has no {', '.join(missing)}",
             )
         messages = criterion_messages(self.rubric, criterion, view, layout=layout or self.layout_for(view, llm))
@@ -137,7 +143,9 @@ class RubricJudge(Judge):
             raw=None if outcome.status == "ok" else {"replies": outcome.replies},
         )
 
-    async def score_batch(self, view: ConversationView, criteria: list[Criterion], context: "RunContext") -> list[Judgment]:
+    async def score_batch(
+        self, view: ConversationView, criteria: list[Criterion], context: RunContext
+    ) -> list[Judgment]:
         """All of `criteria` in one structured call per LLM (criteria sharing a model share a call);
         a missing input is recorded without a call, a missing or invalid part is None with its status."""
         out: list[Judgment] = []
@@ -152,10 +160,16 @@ class RubricJudge(Judge):
                 continue
             missing = view.missing(criterion.inputs)
             if missing:
-                out.append(self._judgment(
-                    view, criterion, value=None, status="missing_input", model=model_key(llm),
-                    error=f"the conversation has no {', '.join(missing)}",
-                ))
+                out.append(
+                    self._judgment(
+                        view,
+                        criterion,
+                        value=None,
+                        status="missing_input",
+                        model=model_key(llm),
+                        error=f"the conversation has no {', '.join(missing)}",
+                    )
+                )
                 continue
             groups.setdefault(id(getattr(llm, "slot", llm)), (llm, []))[1].append(criterion)
         batches = await gather_all(*(self._one_batch(view, llm, group) for llm, group in groups.values()))
@@ -186,15 +200,24 @@ class RubricJudge(Judge):
         for criterion, usage in zip(criteria, shares):
             parsed = outcome.results[criterion.name]
             ok = parsed.status == "ok"
-            judgments.append(self._judgment(
-                view, criterion, value=parsed.value, rationale=parsed.rationale, status=parsed.status,
-                error=parsed.error, model=outcome.model, usage=usage, attempts=outcome.attempts,
-                raw=None if ok else {"replies": outcome.replies},
-            ))
+            judgments.append(
+                self._judgment(
+                    view,
+                    criterion,
+                    value=parsed.value,
+                    rationale=parsed.rationale,
+                    status=parsed.status,
+                    error=parsed.error,
+                    model=outcome.model,
+                    usage=usage,
+                    attempts=outcome.attempts,
+                    raw=None if ok else {"replies": outcome.replies},
+                )
+            )
         return judgments
 
     async def score(
-        self, dialogue: Dialogue, context: "RunContext", existing: Mapping[str, Judgment] | None = None
+        self, dialogue: Dialogue, context: RunContext, existing: Mapping[str, Judgment] | None = None
     ) -> list[Judgment]:
         view = ConversationView.from_dialogue(dialogue)
         if self.config.batch:
@@ -254,12 +277,14 @@ def split_usage(usage: Usage, parts: int) -> list[Usage]:
     out = []
     for i in range(parts):
         first = i == 0
-        out.append(Usage(
-            prompt_tokens=usage.prompt_tokens // parts + (usage.prompt_tokens % parts if first else 0),
-            completion_tokens=usage.completion_tokens // parts + (usage.completion_tokens % parts if first else 0),
-            calls=usage.calls if first else 0,
-            cache_hits=usage.cache_hits if first else 0,
-            retries=usage.retries if first else 0,
-            errors=usage.errors if first else 0,
-        ))
+        out.append(
+            Usage(
+                prompt_tokens=usage.prompt_tokens // parts + (usage.prompt_tokens % parts if first else 0),
+                completion_tokens=usage.completion_tokens // parts + (usage.completion_tokens % parts if first else 0),
+                calls=usage.calls if first else 0,
+                cache_hits=usage.cache_hits if first else 0,
+                retries=usage.retries if first else 0,
+                errors=usage.errors if first else 0,
+            )
+        )
     return out

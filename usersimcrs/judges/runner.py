@@ -24,6 +24,7 @@ MIN_SYSTEM_TURNS = 2
 RETRY_ON_RESUME = ("llm_error",)
 """Statuses that a later `judge` invocation tries again (transient failures); others are final."""
 
+
 def invalid_reason(dialogue: Dialogue) -> str | None:
     """Why a conversation should not be judged: it failed, or the system spoke fewer than twice."""
     if dialogue.status != "ok":
@@ -152,7 +153,7 @@ def plan_run(judge: Judge, todo: list[tuple[Dialogue, dict[str, Judgment]]]) -> 
 async def judge_run(
     judge: Judge,
     todo: list[tuple[Dialogue, dict[str, Judgment]]],
-    context: "RunContext",
+    context: RunContext,
     out_path: Path,
     summary: JudgeRunSummary,
     *,
@@ -199,7 +200,10 @@ def prefix_chars(llm_usage: Mapping[str, Any], components: Iterable[str]) -> dic
 
 
 def record_usage(
-    run_dir: Path, judge_name: str, summary: JudgeRunSummary, llm_usage: Mapping[str, Any],
+    run_dir: Path,
+    judge_name: str,
+    summary: JudgeRunSummary,
+    llm_usage: Mapping[str, Any],
     components: Iterable[str] = (),
 ) -> dict:
     """Add this invocation's judge tokens to ``manifest.json`` under ``judges`` (summed over invocations),

@@ -56,5 +56,5 @@ class LLM(ABC):
     ) -> LLMResult:
         """Complete a chat; with `schema`, the reply is constrained to it and parsed into `parsed`."""
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Release connections."""

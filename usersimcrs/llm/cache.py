@@ -132,8 +132,16 @@ class ResponseCache:
 
     def _insert(self, key: str, reply: CachedReply, parsed: str | None) -> None:
         """One autocommitted INSERT (call with the lock held)."""
-        row = (key, reply.backend, reply.model, reply.text, parsed, reply.usage.prompt_tokens,
-               reply.usage.completion_tokens, time.time())
+        row = (
+            key,
+            reply.backend,
+            reply.model,
+            reply.text,
+            parsed,
+            reply.usage.prompt_tokens,
+            reply.usage.completion_tokens,
+            time.time(),
+        )
         self._db.execute("INSERT OR IGNORE INTO replies VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
 
     def __len__(self) -> int:

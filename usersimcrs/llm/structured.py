@@ -73,8 +73,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 def _is_type(value: Any, name: str) -> bool:
     if name == "integer":
-        return isinstance(value, int) and not isinstance(value, bool) or (
-            isinstance(value, float) and value.is_integer()
+        return (
+            isinstance(value, int) and not isinstance(value, bool) or (isinstance(value, float) and value.is_integer())
         )
     if name == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -57,7 +57,12 @@ def compute_metrics(dialogues: list[Dialogue], options: MetricOptions | None = N
                 for turn, value in enumerate(curve, start=1):
                     if value is not None:
                         turn_rows.append(
-                            {"conversation_id": dialogue.conversation_id, "turn": turn, "metric": metric, "value": value}
+                            {
+                                "conversation_id": dialogue.conversation_id,
+                                "turn": turn,
+                                "metric": metric,
+                                "value": value,
+                            }
                         )
         rows.append(row)
     conversations = pd.DataFrame(rows, columns=_column_order(rows))

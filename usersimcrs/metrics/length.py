@@ -8,9 +8,7 @@ from usersimcrs.metrics.base import MetricContext, MetricFamily, Value
 
 def exchanges(dialogue: Dialogue) -> float:
     """DialogueKit's AvgTurns count for one dialogue: speaker changes / 2 (user-system pairs)."""
-    changes = sum(
-        1 for a, b in zip(dialogue.utterances, dialogue.utterances[1:]) if a.participant != b.participant
-    )
+    changes = sum(1 for a, b in zip(dialogue.utterances, dialogue.utterances[1:]) if a.participant != b.participant)
     return changes / 2
 
 

@@ -162,8 +162,13 @@ def flag_conversations(
 
 def is_set(values: pd.Series) -> pd.Series:
     """True where a flag is set; unchecked (None/NaN) and False are not set. Works on CSV-read columns too."""
-    return values.map(lambda v: v is True or (isinstance(v, (int, float)) and not pd.isna(v) and bool(v))
-                      or (isinstance(v, str) and v.strip().lower() == "true"))
+    return values.map(
+        lambda v: (
+            v is True
+            or (isinstance(v, (int, float)) and not pd.isna(v) and bool(v))
+            or (isinstance(v, str) and v.strip().lower() == "true")
+        )
+    )
 
 
 def is_checked(values: pd.Series) -> pd.Series:

@@ -18,8 +18,17 @@ from usersimcrs.analysis.reference import (
 from usersimcrs.errors import UserError
 from usersimcrs.report.tables import write_table
 
-AGREEMENT_COLUMNS = ["name", "n", "spearman_r", "kendall_tau_b", "qwk", "cohen_kappa", "randolph_kappa",
-                     "krippendorff_alpha", "percent_agreement"]
+AGREEMENT_COLUMNS = [
+    "name",
+    "n",
+    "spearman_r",
+    "kendall_tau_b",
+    "qwk",
+    "cohen_kappa",
+    "randolph_kappa",
+    "krippendorff_alpha",
+    "percent_agreement",
+]
 
 
 @dataclass

@@ -59,8 +59,14 @@ async def annotate_async(request: AnnotateRequest) -> AnnotateResult:
     provider = LLMProvider(llm)
     try:
         report = await annotate(
-            folder, task, provider.get("annotate"), concurrency=request.concurrency, limit=request.limit,
-            overwrite=request.overwrite, max_tokens=request.max_tokens, usage=provider.usage_summary,
+            folder,
+            task,
+            provider.get("annotate"),
+            concurrency=request.concurrency,
+            limit=request.limit,
+            overwrite=request.overwrite,
+            max_tokens=request.max_tokens,
+            usage=provider.usage_summary,
         )
     finally:
         await provider.aclose()

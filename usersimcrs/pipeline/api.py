@@ -65,8 +65,10 @@ def crs_plugin(crs: Any) -> tuple[dict[str, Any], ConnectorFactory | None]:
     if inspect.isclass(crs) or callable(getattr(crs, "reply", None)) or callable(crs):
         object_config = ObjectConfig(type=label)
         return {"type": label}, lambda context: ObjectConnector(object_config, context, crs)
-    raise ConfigError(f"crs: expected a registry name, a mapping, a class, an object with reply() or a function; "
-                      f"got {type(crs).__name__}")
+    raise ConfigError(
+        f"crs: expected a registry name, a mapping, a class, an object with reply() or a function; "
+        f"got {type(crs).__name__}"
+    )
 
 
 def simulator_plugin(simulator: Any) -> tuple[dict[str, Any], SimulatorFactory | None]:
@@ -92,8 +94,10 @@ def simulator_plugin(simulator: Any) -> tuple[dict[str, Any], SimulatorFactory |
             return FunctionSimulator(function_config, context, profile, seed, simulator)
 
         return {"type": label}, build_function
-    raise ConfigError(f"simulator: expected a registry name, a mapping, a simulator class or a function; "
-                      f"got {type(simulator).__name__}")
+    raise ConfigError(
+        f"simulator: expected a registry name, a mapping, a simulator class or a function; "
+        f"got {type(simulator).__name__}"
+    )
 
 
 def _data_section(value: str | Path | dict[str, Any] | None, extra: dict[str, Any]) -> dict[str, Any] | None:
@@ -181,8 +185,16 @@ async def simulate_async(
     if collection is not None:
         context.items = collection
     try:
-        await run_simulation(config, folder, resume=resume, overwrite=overwrite, source="usersimcrs.simulate",
-                             plugins=plugins, context=context, check_crs=crs_factory is None)
+        await run_simulation(
+            config,
+            folder,
+            resume=resume,
+            overwrite=overwrite,
+            source="usersimcrs.simulate",
+            plugins=plugins,
+            context=context,
+            check_crs=crs_factory is None,
+        )
     finally:
         await context.aclose()
     return load_run(folder)
@@ -201,7 +213,7 @@ def judge(
     llm: LLMConfig | dict[str, Any] | None = None,
     models: dict[str, dict[str, Any]] | None = None,
     **options: Any,
-) -> "JudgeResult":
+) -> JudgeResult:
     """Score a run's conversations with the LLM judge `judge` (quality, core12, pepper, persuasiveness).
 
     Other keyword options are those of `usersimcrs judge` (`debate=True`, `criteria=[...]`,
@@ -219,5 +231,14 @@ def judge(
     return result
 
 
-__all__ = ["LLM", "build_config", "judge", "crs_plugin", "default_output", "load_run", "simulate", "simulate_async",
-           "simulator_plugin"]
+__all__ = [
+    "LLM",
+    "build_config",
+    "judge",
+    "crs_plugin",
+    "default_output",
+    "load_run",
+    "simulate",
+    "simulate_async",
+    "simulator_plugin",
+]

@@ -29,6 +29,7 @@ def compare_matrix(
     seed: int = 0,
 ) -> MatrixComparison:
     """Rank the CRSs per simulator and metric and test their differences; tables go to MATRIX_DIR/comparison/."""
-    comparison, table, _ = run_comparison(matrix_dir, metrics=metrics, valid_only=valid_only, n_resamples=resamples,
-                                          seed=seed)
+    comparison, table, _ = run_comparison(
+        matrix_dir, metrics=metrics, valid_only=valid_only, n_resamples=resamples, seed=seed
+    )
     return MatrixComparison(comparison=comparison, table=table, folder=Path(matrix_dir) / COMPARISON_DIR)

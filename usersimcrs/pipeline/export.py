@@ -23,8 +23,9 @@ class ExportResult(BaseModel):
     left_out_failed: int = 0
 
 
-def export_run(run: Run | str | Path, output: str | Path, *, format: ExportFormat = "dialoguekit",
-               only_ok: bool = False) -> ExportResult:
+def export_run(
+    run: Run | str | Path, output: str | Path, *, format: ExportFormat = "dialoguekit", only_ok: bool = False
+) -> ExportResult:
     """Write the run's dialogues to `output`; with `only_ok`, failed conversations are left out (and counted)."""
     run = run if isinstance(run, Run) else load_run(run)
     dialogues = run.dialogues

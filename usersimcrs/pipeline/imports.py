@@ -90,15 +90,21 @@ class JudgmentJoinReport(BaseModel):
     def problem(self) -> str:
         """One line: records read/joined/dropped and what the user can do about the dropped ones."""
         reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.dropped_by_reason.items()))
-        line = (f"{self.file}: {self.records_read} judgment records read, {self.joined} joined, "
-                f"{self.dropped} dropped ({reasons})")
+        line = (
+            f"{self.file}: {self.records_read} judgment records read, {self.joined} joined, "
+            f"{self.dropped} dropped ({reasons})"
+        )
         could_position = [x for x in self.lists if x.join == "none" or x.dropped]
         if self.join_by == "id" and could_position and all(x.records == x.dialogues for x in could_position):
-            hint = ("each list has one record per dialogue: pass --join-by position to join them in dialogue "
-                    "order, or --allow-unjoined to import without them")
+            hint = (
+                "each list has one record per dialogue: pass --join-by position to join them in dialogue "
+                "order, or --allow-unjoined to import without them"
+            )
         elif self.join_by == "position" and any(x.records != x.dialogues for x in could_position):
-            hint = ("record counts differ from the dialogue counts, so they cannot be joined by position; "
-                    "pass --allow-unjoined to import without them")
+            hint = (
+                "record counts differ from the dialogue counts, so they cannot be joined by position; "
+                "pass --allow-unjoined to import without them"
+            )
         else:
             hint = "pass --allow-unjoined to import without them"
         return f"{line}; {hint}"
@@ -120,14 +126,18 @@ class ImportReport(BaseModel):
         """The one line the CLI prints."""
         dup = self.duplicates
         parts = [
-            (f"{self.output}: {self.dialogues_written} of {self.dialogues_read} dialogues imported "
-             f"({self.dialogues_failed} failed)"),
+            (
+                f"{self.output}: {self.dialogues_written} of {self.dialogues_read} dialogues imported "
+                f"({self.dialogues_failed} failed)"
+            ),
             f"{self.acts.dropped} of {self.acts.read} dialogue acts dropped (no intent)",
         ]
         if dup.repeated_ids:
             done = "renamed" if dup.mode == "rename" else "skipped"
-            parts.append(f"{dup.exact + dup.differing} dialogues with a repeated ID {done} "
-                         f"({dup.exact} exact duplicates, {dup.differing} differing)")
+            parts.append(
+                f"{dup.exact + dup.differing} dialogues with a repeated ID {done} "
+                f"({dup.exact} exact duplicates, {dup.differing} differing)"
+            )
         else:
             parts.append("no repeated IDs")
         if self.judgments is not None:
@@ -240,8 +250,9 @@ def join_judgments(
             if len(group) != len(candidates):
                 dropped = {"count_mismatch": len(group)}
                 pairs = []
-            elif any(r["conversation_id"] in by_id and r["conversation_id"] != e.source_id
-                     for r, e in zip(group, candidates)):
+            elif any(
+                r["conversation_id"] in by_id and r["conversation_id"] != e.source_id for r, e in zip(group, candidates)
+            ):
                 dropped = {"position_conflicts_with_id": len(group)}
                 pairs = []
             else:
@@ -256,12 +267,14 @@ def join_judgments(
         for reason, n in listed.dropped.items():
             report.dropped_by_reason[reason] = report.dropped_by_reason.get(reason, 0) + n
         for record, entry in pairs:
-            joined.append({
-                **record,
-                "conversation_id": entry.dialogue.conversation_id,
-                "source_conversation_id": record["conversation_id"],
-                "join": listed.join,
-            })
+            joined.append(
+                {
+                    **record,
+                    "conversation_id": entry.dialogue.conversation_id,
+                    "source_conversation_id": record["conversation_id"],
+                    "join": listed.join,
+                }
+            )
         report.lists.append(listed)
     report.joined = len(joined)
     report.dropped = report.records_read - report.joined
@@ -352,8 +365,15 @@ def _write_run(
     from usersimcrs.core.manifest import environment, write_manifest
 
     output.mkdir(parents=True, exist_ok=True)
-    stale = ("dialogues.jsonl", PROFILES, "judgments.jsonl", "metrics.csv", "metrics_summary.csv", "metrics_by_turn.csv",
-             IMPORT_REPORT)
+    stale = (
+        "dialogues.jsonl",
+        PROFILES,
+        "judgments.jsonl",
+        "metrics.csv",
+        "metrics_summary.csv",
+        "metrics_by_turn.csv",
+        IMPORT_REPORT,
+    )
     for name in stale:
         (output / name).unlink(missing_ok=True)
     with JsonlWriter(output / "dialogues.jsonl") as writer, ProfileWriter(output) as profiles:
@@ -380,10 +400,15 @@ def _write_run(
                 "simulator": {"type": simulator or "imported"},
                 "crs": {"type": crs or (agents[0] if len(agents) == 1 else "imported")},
             },
-            "dialogues": {"completed": report.dialogues_written - report.dialogues_failed,
-                          "failed": report.dialogues_failed},
-            "judgments": {"records": j.joined if j else 0, "parse_failures": j.parse_failures if j else 0,
-                          "dropped": j.dropped if j else 0},
+            "dialogues": {
+                "completed": report.dialogues_written - report.dialogues_failed,
+                "failed": report.dialogues_failed,
+            },
+            "judgments": {
+                "records": j.joined if j else 0,
+                "parse_failures": j.parse_failures if j else 0,
+                "dropped": j.dropped if j else 0,
+            },
             "import_report": IMPORT_REPORT,
             "environment": environment(),
         },

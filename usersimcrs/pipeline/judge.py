@@ -63,7 +63,9 @@ class DryRunEstimate(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
-    debate_one_round: dict[str, int] | None = Field(default=None, description="lower bound: every debate agrees in round 1")
+    debate_one_round: dict[str, int] | None = Field(
+        default=None, description="lower bound: every debate agrees in round 1"
+    )
     note: str | None = None
 
 
@@ -96,13 +98,21 @@ class JudgeResult(BaseModel):
         """The figures the CLI prints (a dry run shows its estimate instead of what was written)."""
         if self.dry_run is not None:
             return {
-                "judge": self.judge, "conversations": self.to_judge, "already_done": self.already_done,
-                "skipped_invalid": self.skipped_invalid, **self.dry_run.model_dump(exclude_none=True),
+                "judge": self.judge,
+                "conversations": self.to_judge,
+                "already_done": self.already_done,
+                "skipped_invalid": self.skipped_invalid,
+                **self.dry_run.model_dump(exclude_none=True),
             }
         return {
-            "judge": self.judge, "conversations": self.conversations, "judged": self.judged,
-            "already_done": self.already_done, "skipped_invalid": self.skipped_invalid,
-            "judgments_written": self.judgments_written, "statuses": self.statuses, "usage": self.usage.model_dump(),
+            "judge": self.judge,
+            "conversations": self.conversations,
+            "judged": self.judged,
+            "already_done": self.already_done,
+            "skipped_invalid": self.skipped_invalid,
+            "judgments_written": self.judgments_written,
+            "statuses": self.statuses,
+            "usage": self.usage.model_dump(),
             "by_model": {model: totals.model_dump() for model, totals in self.by_model.items()},
         }
 
@@ -151,8 +161,10 @@ def base_llm_config(request: JudgeRequest, manifest: dict[str, Any]) -> LLMConfi
     """The run's LLM settings (from its manifest) with the request's overrides applied."""
     data = dict((manifest.get("config") or {}).get("llm") or {})
     for key, value in (
-        ("backend", request.llm_backend), ("model", request.model),
-        ("base_url", request.base_url), ("model_path", request.model_path),
+        ("backend", request.llm_backend),
+        ("model", request.model),
+        ("base_url", request.base_url),
+        ("model_path", request.model_path),
     ):
         if value is not None:
             data[key] = value
@@ -214,7 +226,10 @@ async def judge_async(
             return resolved[name]
 
         todo, summary = select(
-            read_dialogues(run_dir), judge, load_judgments(run_dir / JUDGMENTS), model_of,
+            read_dialogues(run_dir),
+            judge,
+            load_judgments(run_dir / JUDGMENTS),
+            model_of,
             include_invalid=request.include_invalid,
         )
         if request.limit is not None:
@@ -223,8 +238,12 @@ async def judge_async(
             for name in judge.all_names():  # builds every LLM it needs: a missing key stops here, before any call
                 model_of(name)
         result = JudgeResult(
-            judge=judge.name, judgments_path=str(run_dir / JUDGMENTS), models=dict(resolved),
-            conversations=summary.conversations, to_judge=len(todo), already_done=summary.already_done,
+            judge=judge.name,
+            judgments_path=str(run_dir / JUDGMENTS),
+            models=dict(resolved),
+            conversations=summary.conversations,
+            to_judge=len(todo),
+            already_done=summary.already_done,
             skipped_invalid=dict(summary.skipped_invalid),
         )
         if request.dry_run:
@@ -235,10 +254,15 @@ async def judge_async(
     finally:
         await provider.aclose()
     totals = summary.as_dict()
-    return result.model_copy(update={
-        "judged": summary.judged, "judgments_written": summary.written, "statuses": totals["statuses"],
-        "usage": summary.usage, "by_model": {m: ModelTotals(**t) for m, t in totals["by_model"].items()},
-    })
+    return result.model_copy(
+        update={
+            "judged": summary.judged,
+            "judgments_written": summary.written,
+            "statuses": totals["statuses"],
+            "usage": summary.usage,
+            "by_model": {m: ModelTotals(**t) for m, t in totals["by_model"].items()},
+        }
+    )
 
 
 async def _judge_todo(judge, todo, context, run_dir: Path, summary, request: JudgeRequest, progress: bool) -> None:
@@ -255,7 +279,12 @@ async def _judge_todo(judge, todo, context, run_dir: Path, summary, request: Jud
     try:
         with bar:
             await judge_run(
-                judge, todo, context, run_dir / JUDGMENTS, summary, concurrency=max(1, request.concurrency),
+                judge,
+                todo,
+                context,
+                run_dir / JUDGMENTS,
+                summary,
+                concurrency=max(1, request.concurrency),
                 on_done=advance,
             )
     except PermanentLLMError as exc:

@@ -35,7 +35,9 @@ from usersimcrs.pipeline.score import score
 class MatrixConfig(MatrixDesign):
     """A matrix file: the design (base, axes, concurrency) and what to do with the finished cells."""
 
-    metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="the `metrics:` options (docs/metrics.md)")
+    metrics: MetricsConfig = Field(
+        default_factory=MetricsConfig, description="the `metrics:` options (docs/metrics.md)"
+    )
     judges: list[JudgeRequest] = Field(default_factory=list, description="judges run on every cell (docs/judges.md)")
     report: bool = Field(True, description="write the matrix report.html at the end")
 

@@ -48,8 +48,14 @@ async def nlu_eval_async(request: NLUEvalRequest) -> dict[str, Any]:
     items = (
         ItemCollection.from_csv(request.items, delimiters={"genres": "|", "keywords": "|"}) if request.items else None
     )
-    domain = load_domain(request.domain) if request.domain else (
-        domain_from_items(items) if items is not None else Domain(slot_names=["TITLE", "GENRE", "ACTORS", "DIRECTOR", "YEAR", "KEYWORD"])
+    domain = (
+        load_domain(request.domain)
+        if request.domain
+        else (
+            domain_from_items(items)
+            if items is not None
+            else Domain(slot_names=["TITLE", "GENRE", "ACTORS", "DIRECTOR", "YEAR", "KEYWORD"])
+        )
     )
     provider = LLMProvider(request.llm) if request.nlu == "llm" else None
     settings = NLUSettings(

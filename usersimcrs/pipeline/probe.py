@@ -98,25 +98,33 @@ async def probe(section: dict[str, Any], context: Any, messages: list[str]) -> P
         raise UserError("the CRS answered every turn with empty text")
     cookies = list(getattr(getattr(first, "transport", None), "cookies", {}) or [])
     if cookies:
-        report.notes.append(f"cookies: the CRS set {', '.join(sorted(set(cookies)))}; each conversation keeps its own jar")
+        report.notes.append(
+            f"cookies: the CRS set {', '.join(sorted(set(cookies)))}; each conversation keeps its own jar"
+        )
     second = await converse(build_connector(section, context, source="probe-crs"), "probe-b", messages[:1])
     if second[0].text == report.turns[0].text:
         report.notes.append("sessions: a second conversation got the same first reply (sessions are kept apart)")
     else:
-        report.notes.append("sessions: a second conversation got a different first reply "
-                            "(state carried across conversations, or a non-deterministic CRS)")
+        report.notes.append(
+            "sessions: a second conversation got a different first reply "
+            "(state carried across conversations, or a non-deterministic CRS)"
+        )
     if len(messages) > 1:
         fresh = await converse(build_connector(section, context, source="probe-crs"), "probe-c", messages[-1:])
         if fresh[0].text != report.turns[-1].text:
-            report.notes.append("context: the last message got a different reply in a fresh conversation (context is used)")
+            report.notes.append(
+                "context: the last message got a different reply in a fresh conversation (context is used)"
+            )
         else:
-            report.notes.append("context: the last message got the same reply without the earlier turns "
-                                "(context may be ignored)")
+            report.notes.append(
+                "context: the last message got the same reply without the earlier turns (context may be ignored)"
+            )
     return report
 
 
-async def probe_crs_async(section: dict[str, Any], *, item_file: str | None = None, turns: int = 3,
-                          messages: list[str] | None = None) -> ProbeReport:
+async def probe_crs_async(
+    section: dict[str, Any], *, item_file: str | None = None, turns: int = 3, messages: list[str] | None = None
+) -> ProbeReport:
     """Probe the CRS a `crs:` section describes with `turns` scripted messages."""
     if turns < 1:
         raise UserError("--turns must be at least 1")

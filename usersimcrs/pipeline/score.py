@@ -57,8 +57,23 @@ def score(run: Run | str | Path, config: MetricsConfig | None = None, *, write: 
     if write:
         files = write_metrics(run.path, result)
         if (run.path / MANIFEST).exists():
-            update_manifest(run.path, {"metrics": {"rates": result.rates, "files": [p.name for p in files],
-                                                   "gate": "failed" if messages else "passed"}})
+            update_manifest(
+                run.path,
+                {
+                    "metrics": {
+                        "rates": result.rates,
+                        "files": [p.name for p in files],
+                        "gate": "failed" if messages else "passed",
+                    }
+                },
+            )
             run.refresh()
-    return Scores(run=run, conversations=result.conversations, summary=result.summary, by_turn=result.by_turn,
-                  rates=result.rates, gate=messages, files=files)
+    return Scores(
+        run=run,
+        conversations=result.conversations,
+        summary=result.summary,
+        by_turn=result.by_turn,
+        rates=result.rates,
+        gate=messages,
+        files=files,
+    )

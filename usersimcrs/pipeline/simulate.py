@@ -61,8 +61,16 @@ async def simulate_async(
     output = Path(output)
     if check_crs:
         await preflight.check_crs(config.crs, source=source, run_seed=config.seed)
-    summary = await run_async(config, output, resume=resume, overwrite=overwrite, keep_failed=keep_failed,
-                              source=source, plugins=plugins, context=context)
+    summary = await run_async(
+        config,
+        output,
+        resume=resume,
+        overwrite=overwrite,
+        keep_failed=keep_failed,
+        source=source,
+        plugins=plugins,
+        context=context,
+    )
     failures = summarize_failures_file(output / DIALOGUES)
     report_path = None
     if report:  # metrics first, so the report shows them as `usersimcrs metrics` computes them

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.analysis.fidelity import FidelityResult
 
 
-def add_fidelity_section(report: Report, result: "FidelityResult", features: pd.DataFrame) -> None:
+def add_fidelity_section(report: Report, result: FidelityResult, features: pd.DataFrame) -> None:
     """Discriminator and distance figures per simulator, and box plots of every feature."""
     table = result.table()
     report.section("Simulator fidelity")
@@ -81,7 +81,7 @@ def add_fidelity_section(report: Report, result: "FidelityResult", features: pd.
     )
 
 
-def build_fidelity_report(result: "FidelityResult", features: pd.DataFrame) -> Report:
+def build_fidelity_report(result: FidelityResult, features: pd.DataFrame) -> Report:
     report = Report(
         title="Simulator fidelity against human conversations", subtitle=f"{result.simulated} vs {result.human}"
     )

@@ -80,7 +80,7 @@ class Report:
         nav = " ".join(f'<a href="#{a}">{html.escape(t)}</a>' for a, t in self.sections)
         sub = f'<p class="meta">{html.escape(self.subtitle)}</p>' if self.subtitle else ""
         return (
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(self.title)}</title><style>{STYLE}</style></head><body>"
             f"<h1>{html.escape(self.title)}</h1>{sub}<nav>{nav}</nav>\n" + "\n".join(self.blocks) + "\n</body></html>\n"
         )

@@ -53,8 +53,9 @@ def run_comparison(
     """Compare the matrix's CRSs and write MATRIX_DIR/comparison/*; returns (comparison, table, by_turn)."""
     cells = discover_cells(matrix_dir)
     table, by_turn = combined_table(cells, config)
-    comparison = compare(table, comparison_metrics(table, metrics), valid_only=valid_only,
-                         n_resamples=n_resamples, seed=seed)
+    comparison = compare(
+        table, comparison_metrics(table, metrics), valid_only=valid_only, n_resamples=n_resamples, seed=seed
+    )
     write_comparison(Path(matrix_dir) / COMPARISON_DIR, comparison)
     return comparison, table, by_turn
 
@@ -62,8 +63,9 @@ def run_comparison(
 def cells_table(table: pd.DataFrame) -> pd.DataFrame:
     """One row per cell: conversations, failed and valid shares."""
     grouped = table.groupby(["dataset", "simulator", "crs"])
-    out = grouped.agg(conversations=("conversation_id", "count"),
-                      failed=("failed", "mean"), valid=("valid", "mean")).reset_index()
+    out = grouped.agg(
+        conversations=("conversation_id", "count"), failed=("failed", "mean"), valid=("valid", "mean")
+    ).reset_index()
     return out
 
 
@@ -84,7 +86,9 @@ def wide_means(comparison: Comparison) -> pd.DataFrame:
     means = comparison.means
     if means.empty:
         return pd.DataFrame(columns=["dataset", "simulator", "crs"])
-    labels = means.assign(label=[_mean_label(m, n, note) for m, n, note in zip(means["mean"], means["n"], means["note"])])
+    labels = means.assign(
+        label=[_mean_label(m, n, note) for m, n, note in zip(means["mean"], means["n"], means["note"])]
+    )
     wide = labels.pivot(index=["dataset", "simulator", "crs"], columns="metric", values="label")
     order = list(dict.fromkeys(means["metric"]))
     wide = wide[[m for m in order if m in wide]].reset_index()
@@ -128,41 +132,60 @@ def build_matrix_report(
         dialogues.extend(data.dialogues)
         for d in data.dialogues:
             groups[d.conversation_id] = f"{cell.simulator} · {cell.crs}" + (
-                f" · {cell.dataset}" if table["dataset"].nunique() > 1 else "")
+                f" · {cell.dataset}" if table["dataset"].nunique() > 1 else ""
+            )
     report.section("Cells")
     report.table("cells", cells_table(table), caption="Conversations per cell, share failed and share valid.")
     failures = failure_reasons(dialogues)
     if not failures.empty:
         report.heading("What went wrong")
-        report.table("failure_reasons", failures, caption="Errors of failed conversations (all cells) grouped into "
-                     "reasons (numbers, IDs, URLs and quoted values replaced), with example conversation IDs.")
+        report.table(
+            "failure_reasons",
+            failures,
+            caption="Errors of failed conversations (all cells) grouped into "
+            "reasons (numbers, IDs, URLs and quoted values replaced), with example conversation IDs.",
+        )
     report.section("CRS comparison")
-    report.text("Means over valid conversations; ranks are per simulator (1 = best). Paired tests compare CRSs on the "
-                "same simulated users (conversation i of every cell), two-sided, with Holm's correction per family.")
+    report.text(
+        "Means over valid conversations; ranks are per simulator (1 = best). Paired tests compare CRSs on the "
+        "same simulated users (conversation i of every cell), two-sided, with Holm's correction per family."
+    )
     uncertain = comparison.ranks[comparison.ranks["uncertain"]] if not comparison.ranks.empty else comparison.ranks
     if len(uncertain):
-        report.text(f"{len(uncertain)} of {len(comparison.ranks)} ranks are uncertain: fewer than 10 valid conversations "
-                    "with a value (n<10) or a 95% CI that overlaps the neighbour's in the ranking; read them as ties.",
-                    note=True)
+        report.text(
+            f"{len(uncertain)} of {len(comparison.ranks)} ranks are uncertain: fewer than 10 valid conversations "
+            "with a value (n<10) or a 95% CI that overlaps the neighbour's in the ranking; read them as ties.",
+            note=True,
+        )
     add_ranking(report, comparison)
-    report.table("means", wide_means(comparison),
-                 caption="Mean per metric and its n (valid conversations); * = n<10 or CI overlapping a neighbour.")
-    report.table("ranks", wide_ranks(comparison), caption="Rank of each CRS under each simulator, with why it is uncertain.")
+    report.table(
+        "means",
+        wide_means(comparison),
+        caption="Mean per metric and its n (valid conversations); * = n<10 or CI overlapping a neighbour.",
+    )
+    report.table(
+        "ranks", wide_ranks(comparison), caption="Rank of each CRS under each simulator, with why it is uncertain."
+    )
     if not comparison.significance.empty:
         sig = comparison.significance[comparison.significance["test"] == "permutation"]
         report.table("significance", sig.drop(columns=["test"]), caption="Paired permutation tests between CRSs.")
     if not comparison.agreement.empty:
         report.section("Simulator agreement")
-        report.text("Do simulators rank the CRSs alike? Kendall tau-b of the CRS means and rank-biased overlap "
-                    "(p = 0.9) of the rankings, per metric.")
+        report.text(
+            "Do simulators rank the CRSs alike? Kendall tau-b of the CRS means and rank-biased overlap "
+            "(p = 0.9) of the rankings, per metric."
+        )
         report.table("agreement", comparison.agreement, caption="Agreement between simulators per metric.")
         simulators = sorted(table["simulator"].unique())
         for dataset, part in comparison.agreement.groupby("dataset"):
             tau = part.groupby(["simulator_a", "simulator_b"])[["kendall_tau_b", "rbo"]].mean().reset_index()
             matrix = agreement_matrix(tau, "kendall_tau_b", simulators)
-            report.plot(f"simulator_agreement_{dataset}", plots.heatmap(matrix, title=f"Simulator agreement ({dataset}): mean tau-b"),
-                        caption=f"Kendall tau-b between simulators' CRS rankings, averaged over the "
-                        f"{part.dropna(subset=['kendall_tau_b'])['metric'].nunique()} metrics where it is defined ({dataset}).")
+            report.plot(
+                f"simulator_agreement_{dataset}",
+                plots.heatmap(matrix, title=f"Simulator agreement ({dataset}): mean tau-b"),
+                caption=f"Kendall tau-b between simulators' CRS rankings, averaged over the "
+                f"{part.dropna(subset=['kendall_tau_b'])['metric'].nunique()} metrics where it is defined ({dataset}).",
+            )
             report.table(f"simulator_agreement_{dataset}", matrix.reset_index().rename(columns={"index": "simulator"}))
     curves = by_turn[by_turn["subset"] == "valid"] if not by_turn.empty else by_turn
     if not curves.empty:
@@ -188,10 +211,17 @@ def ranking_table(comparison: Comparison, metric: str) -> pd.DataFrame:
     """One row per (dataset, simulator, CRS) for `metric`, best first within a simulator: rank, mean [95% CI], n, note."""
     means = comparison.means[comparison.means["metric"] == metric]
     ranks = comparison.ranks[comparison.ranks["metric"] == metric][["dataset", "simulator", "crs", "rank"]]
-    rows = means.merge(ranks, on=["dataset", "simulator", "crs"], how="left").sort_values(["dataset", "simulator", "rank"])
-    rows = rows.assign(**{"mean [95% CI]": [
-        "–" if pd.isna(m) else f"{m:.3f} [{lo:.3f}, {hi:.3f}]" for m, lo, hi in zip(rows["mean"], rows["ci_low"], rows["ci_high"])
-    ]})
+    rows = means.merge(ranks, on=["dataset", "simulator", "crs"], how="left").sort_values(
+        ["dataset", "simulator", "rank"]
+    )
+    rows = rows.assign(
+        **{
+            "mean [95% CI]": [
+                "–" if pd.isna(m) else f"{m:.3f} [{lo:.3f}, {hi:.3f}]"
+                for m, lo, hi in zip(rows["mean"], rows["ci_low"], rows["ci_high"])
+            ]
+        }
+    )
     rows = rows.assign(rank=["–" if pd.isna(r) else f"{r:g}" for r in rows["rank"]])
     return rows[["dataset", "simulator", "rank", "crs", "mean [95% CI]", "n", "note"]].fillna({"note": ""})
 
@@ -202,17 +232,30 @@ def add_ranking(report: Report, comparison: Comparison) -> None:
     if metric is None:
         return
     report.heading(f"Ranking on {metric}")
-    report.table(f"ranking_{metric}", ranking_table(comparison, metric),
-                 caption=f"CRSs ranked by mean {metric} per simulator (valid conversations), with the 95% bootstrap "
-                         "CI and n; a note marks a rank that is not evidence (n<10 or overlapping CIs).")
+    report.table(
+        f"ranking_{metric}",
+        ranking_table(comparison, metric),
+        caption=f"CRSs ranked by mean {metric} per simulator (valid conversations), with the 95% bootstrap "
+        "CI and n; a note marks a rank that is not evidence (n<10 or overlapping CIs).",
+    )
     means = comparison.means[(comparison.means["metric"] == metric)].dropna(subset=["mean"])
     for dataset, part in means.groupby("dataset"):
         rows = part.sort_values(["simulator", "mean"], ascending=[True, False]).assign(
-            label=lambda t: t["crs"] + " · " + t["simulator"] + " (n=" + t["n"].astype(str) + ")")
-        report.plot(f"ranking_{metric}_{dataset}",
-                    plots.interval_bars(rows, label="label", value="mean", low="ci_low", high="ci_high",
-                                        title=f"{metric} per CRS and simulator ({dataset})", xlabel=f"mean {metric}"),
-                    caption=f"Mean {metric} with its 95% bootstrap CI per CRS and simulator ({dataset}).")
+            label=lambda t: t["crs"] + " · " + t["simulator"] + " (n=" + t["n"].astype(str) + ")"
+        )
+        report.plot(
+            f"ranking_{metric}_{dataset}",
+            plots.interval_bars(
+                rows,
+                label="label",
+                value="mean",
+                low="ci_low",
+                high="ci_high",
+                title=f"{metric} per CRS and simulator ({dataset})",
+                xlabel=f"mean {metric}",
+            ),
+            caption=f"Mean {metric} with its 95% bootstrap CI per CRS and simulator ({dataset}).",
+        )
 
 
 def add_cell_transcripts(report: Report, dialogues: list[Dialogue], table: pd.DataFrame, *, invalid: int = 3) -> None:
@@ -232,8 +275,10 @@ def add_cell_transcripts(report: Report, dialogues: list[Dialogue], table: pd.Da
         return
     if not any(title == "Transcripts" for _, title in report.sections):
         report.section("Transcripts")
-    report.text("One valid conversation of each cell (the first by index), at most "
-                f"{TRANSCRIPT_TURNS} utterances each, long texts shortened.")
+    report.text(
+        "One valid conversation of each cell (the first by index), at most "
+        f"{TRANSCRIPT_TURNS} utterances each, long texts shortened."
+    )
     for cell, dialogue in sorted(first_valid.items()):
         report.heading(f"{cell}: {dialogue.conversation_id}")
         report.text(f"status {dialogue.status}; end reason {dialogue.end_reason or '–'}")

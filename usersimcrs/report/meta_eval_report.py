@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.analysis.meta_eval import MetaEvalResult
 
 
-def caveat_table(result: "MetaEvalResult") -> pd.DataFrame:
+def caveat_table(result: MetaEvalResult) -> pd.DataFrame:
     """meta_eval.csv's rows with a caveat column (small n, CI spanning chance, not measured)."""
     table = result.table()
     table["caveat"] = ["; ".join(r.caveats()) for r in result.rows]
@@ -25,14 +25,21 @@ def caveat_table(result: "MetaEvalResult") -> pd.DataFrame:
 def human_ranking_table(ranking: BattleRanking) -> pd.DataFrame:
     """The BT ranking for printing: strength with CI, battles, wins-losses-ties and Elo."""
     rows = [
-        {"system": s.system, "bt": s.score, "ci_low": s.ci_low, "ci_high": s.ci_high, "battles": s.battles,
-         "w-l-t": f"{s.wins}-{s.losses}-{s.ties}", "elo": s.elo}
+        {
+            "system": s.system,
+            "bt": s.score,
+            "ci_low": s.ci_low,
+            "ci_high": s.ci_high,
+            "battles": s.battles,
+            "w-l-t": f"{s.wins}-{s.losses}-{s.ties}",
+            "elo": s.elo,
+        }
         for s in ranking.systems
     ]
     return pd.DataFrame(rows, columns=["system", "bt", "ci_low", "ci_high", "battles", "w-l-t", "elo"])
 
 
-def add_meta_eval_section(report: Report, result: "MetaEvalResult") -> None:
+def add_meta_eval_section(report: Report, result: MetaEvalResult) -> None:
     """Agreement figures, human ranking, and per-score system plots."""
     human = (
         "Bradley-Terry strength from pairwise votes"
@@ -133,7 +140,7 @@ def add_meta_eval_section(report: Report, result: "MetaEvalResult") -> None:
         )
 
 
-def build_meta_eval_report(result: "MetaEvalResult") -> Report:
+def build_meta_eval_report(result: MetaEvalResult) -> Report:
     """A standalone report for one meta-evaluation."""
     report = Report(
         title="Meta-evaluation against humans", subtitle=f"{result.path} · scores: {', '.join(result.scores)}"

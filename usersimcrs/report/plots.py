@@ -17,7 +17,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 DPI = 110
 
 
-def _png(fig: "plt.Figure", *, tight: bool = True) -> bytes:
+def _png(fig: plt.Figure, *, tight: bool = True) -> bytes:
     """Render and close the figure; `tight` re-lays it out (twice the drawing time, for rotated labels)."""
     buffer = io.BytesIO()
     if tight:
@@ -27,9 +27,7 @@ def _png(fig: "plt.Figure", *, tight: bool = True) -> bytes:
     return buffer.getvalue()
 
 
-def curves_per_turn(
-    panels: Mapping[str, Mapping[str, pd.Series]], *, ylabel: str, title: str
-) -> bytes:
+def curves_per_turn(panels: Mapping[str, Mapping[str, pd.Series]], *, ylabel: str, title: str) -> bytes:
     """One panel per key (e.g. a cut-off k or a simulator), one line per series (turn -> value)."""
     names = list(panels)
     width = max(6.5, 4.2 * len(names))
@@ -85,8 +83,15 @@ def heatmap(matrix: pd.DataFrame, *, title: str, vmin: float = -1.0, vmax: float
             for j in range(n_cols):
                 if not np.isnan(values[i, j]):
                     strong = abs(values[i, j] - (vmin + vmax) / 2) > 0.3 * (vmax - vmin)
-                    ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=6,
-                            color="white" if strong else "black")
+                    ax.text(
+                        j,
+                        i,
+                        f"{values[i, j]:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=6,
+                        color="white" if strong else "black",
+                    )
     fig.colorbar(image, ax=ax, shrink=0.8)
     ax.set_title(title, fontsize=11)
     return _png(fig)
@@ -144,8 +149,15 @@ def rank_comparison(rankings: Mapping[str, Sequence[str]], *, title: str) -> byt
                 ys.append(order.index(system) + 1)
         line = ax.plot(xs, ys, marker="o", markersize=4)[0]
         if xs:
-            ax.annotate(system, (xs[-1], ys[-1]), fontsize=6, xytext=(5, 0), textcoords="offset points",
-                        va="center", color=line.get_color())
+            ax.annotate(
+                system,
+                (xs[-1], ys[-1]),
+                fontsize=6,
+                xytext=(5, 0),
+                textcoords="offset points",
+                va="center",
+                color=line.get_color(),
+            )
     ax.set_xticks(range(len(columns)))
     ax.set_xticklabels(columns, fontsize=8)
     ax.set_xlim(-0.3, len(columns) - 0.3)
@@ -157,8 +169,17 @@ def rank_comparison(rankings: Mapping[str, Sequence[str]], *, title: str) -> byt
     return _png(fig)
 
 
-def interval_bars(rows: pd.DataFrame, *, label: str, value: str, low: str, high: str, title: str,
-                  xlabel: str, reference: float | None = None) -> bytes:
+def interval_bars(
+    rows: pd.DataFrame,
+    *,
+    label: str,
+    value: str,
+    low: str,
+    high: str,
+    title: str,
+    xlabel: str,
+    reference: float | None = None,
+) -> bytes:
     """Horizontal points with CI whiskers, one row per label (e.g. a statistic or a system)."""
     data = rows.reset_index(drop=True)
     fig, ax = plt.subplots(figsize=(6.5, max(2.2, 0.32 * len(data) + 1.2)))
@@ -185,7 +206,7 @@ def distribution_panels(panels: Mapping[str, Mapping[str, Sequence[float]]], *, 
     cols = max(1, min(columns, len(names)))
     rows = max(1, -(-len(names) // cols))
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.9 * rows), squeeze=False)
-    for ax in axes.flat[len(names):]:
+    for ax in axes.flat[len(names) :]:
         ax.axis("off")
     for ax, name in zip(axes.flat, names):
         groups = {g: [v for v in values if v is not None and np.isfinite(v)] for g, values in panels[name].items()}

@@ -69,28 +69,47 @@ def build_run_report(run_dir: str | Path, config: MetricsConfig | None = None) -
     report.table("overview", overview_table(data, conversations))
     report.section("Validity")
     validity = validity_table(conversations)
-    report.text("Means are given on all conversations and on valid ones (not failed, not too short, no repetition "
-                "loop, no target leakage).", note=bool(validity.loc[validity["flag"] == "valid", "share"].iloc[0] < 1))
-    report.table("validity", validity, caption="Validity flags: conversations with the flag, conversations where "
-                 "it could be checked, and the share among those; an unchecked flag never invalidates.")
+    report.text(
+        "Means are given on all conversations and on valid ones (not failed, not too short, no repetition "
+        "loop, no target leakage).",
+        note=bool(validity.loc[validity["flag"] == "valid", "share"].iloc[0] < 1),
+    )
+    report.table(
+        "validity",
+        validity,
+        caption="Validity flags: conversations with the flag, conversations where "
+        "it could be checked, and the share among those; an unchecked flag never invalidates.",
+    )
     failures = failure_reasons(data.dialogues)
     if not failures.empty:
         report.heading("What went wrong")
-        report.table("failure_reasons", failures, caption="Errors of failed conversations grouped into reasons "
-                     "(numbers, IDs, URLs and quoted values replaced), with example conversation IDs.")
+        report.table(
+            "failure_reasons",
+            failures,
+            caption="Errors of failed conversations grouped into reasons "
+            "(numbers, IDs, URLs and quoted values replaced), with example conversation IDs.",
+        )
     report.section("Metrics")
     table = metric_table(summary)
     unmeasured = unmeasured_metrics(table)
-    report.table("metrics_summary", table[~table["metric"].isin(unmeasured)],
-                 caption="Mean and 95% bootstrap CI per metric, with n = conversations where it was measured.")
+    report.table(
+        "metrics_summary",
+        table[~table["metric"].isin(unmeasured)],
+        caption="Mean and 95% bootstrap CI per metric, with n = conversations where it was measured.",
+    )
     if unmeasured:
-        report.text("Not measured on any conversation (n = 0; missing, never 0): " + ", ".join(unmeasured) + ".",
-                    note="success" in unmeasured)
+        report.text(
+            "Not measured on any conversation (n = 0; missing, never 0): " + ", ".join(unmeasured) + ".",
+            note="success" in unmeasured,
+        )
     if "satisfaction_status" in conversations and (conversations["satisfaction_status"] != "ok").any():
         counts = conversations["satisfaction_status"].fillna("unknown").value_counts().sort_index()
-        report.table("satisfaction_status", counts.rename_axis("status").reset_index(name="conversations"),
-                     caption="Why satisfaction is missing where it is: out_of_scale = the classifier answered "
-                     "outside 1-5 (it can say 0), never counted as a score.")
+        report.table(
+            "satisfaction_status",
+            counts.rename_axis("status").reset_index(name="conversations"),
+            caption="Why satisfaction is missing where it is: out_of_scale = the classifier answered "
+            "outside 1-5 (it can say 0), never counted as a score.",
+        )
     reasons = end_reason_table(summary)
     if not reasons.empty:
         report.table("end_reasons", reasons, caption="Why conversations ended (share).")

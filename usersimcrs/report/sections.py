@@ -16,8 +16,11 @@ from usersimcrs.report import plots
 from usersimcrs.report.html import Report
 from usersimcrs.report.tables import mean_with_ci
 
-PER_TURN_FAMILIES = [("pc@", "Preference Coverage PC_t@k", "PC_t"), ("recall@", "Recall@(t,k)", "Recall"),
-                     ("jaccard", "Jaccard distance to the previous list", "distance")]
+PER_TURN_FAMILIES = [
+    ("pc@", "Preference Coverage PC_t@k", "PC_t"),
+    ("recall@", "Recall@(t,k)", "Recall"),
+    ("jaccard", "Jaccard distance to the previous list", "distance"),
+]
 
 
 def validity_table(conversations: pd.DataFrame) -> pd.DataFrame:
@@ -26,8 +29,15 @@ def validity_table(conversations: pd.DataFrame) -> pd.DataFrame:
     for flag in [*FLAGS, "valid"]:
         column = conversations[flag] if flag in conversations else pd.Series([], dtype=object)
         count, checked = int(is_set(column).sum()), int(is_checked(column).sum())
-        rows.append({"flag": flag, "conversations": count, "checked": checked,
-                     "share": count / checked if checked else float("nan"), "note": "" if checked else "not checked"})
+        rows.append(
+            {
+                "flag": flag,
+                "conversations": count,
+                "checked": checked,
+                "share": count / checked if checked else float("nan"),
+                "note": "" if checked else "not checked",
+            }
+        )
     return pd.DataFrame(rows, columns=["flag", "conversations", "checked", "share", "note"])
 
 
@@ -68,7 +78,11 @@ def end_reason_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 def per_turn_panels(by_turn: pd.DataFrame, prefix: str, *, group: str | None = None) -> dict[str, dict[str, pd.Series]]:
     """Panels of per-turn curves: one panel per metric (e.g. pc@10), one line per group (or one line)."""
-    data = by_turn[by_turn["metric"].str.startswith(prefix)] if prefix != "jaccard" else by_turn[by_turn["metric"] == "jaccard"]
+    data = (
+        by_turn[by_turn["metric"].str.startswith(prefix)]
+        if prefix != "jaccard"
+        else by_turn[by_turn["metric"] == "jaccard"]
+    )
     panels: dict[str, dict[str, pd.Series]] = {}
     metrics = sorted(data["metric"].unique(), key=_metric_order)
     if group is None and metrics:  # one run: one panel, one line per cut-off k
@@ -94,12 +108,19 @@ def add_per_turn_plots(report: Report, by_turn: pd.DataFrame, *, group: str | No
             keep = [m for m in panels if m.endswith(("@5", "@10", "@20", "@50"))][:4] or list(panels)[:4]
             panels = {m: panels[m] for m in keep}
         name = prefix.strip("@").replace("@", "") + "_per_turn" + (f"_{label}" if label else "")
-        report.plot(name, plots.curves_per_turn(panels, ylabel=ylabel, title=title + (f" — {label}" if label else "")),
-                    caption=f"{title} per system turn" + (f" ({label})" if label else "") + ".")
+        report.plot(
+            name,
+            plots.curves_per_turn(panels, ylabel=ylabel, title=title + (f" — {label}" if label else "")),
+            caption=f"{title} per system turn" + (f" ({label})" if label else "") + ".",
+        )
     coverage = coverage_table(by_turn, group=group)
     if not coverage.empty:
-        report.table("coverage_per_turn" + (f"_{label}" if label else ""), coverage, digits=4,
-                     caption="PC_t@k and PCIR_t@k = PC_t - PC_(t-1) per turn; the last row is PCIR_avg.")
+        report.table(
+            "coverage_per_turn" + (f"_{label}" if label else ""),
+            coverage,
+            digits=4,
+            caption="PC_t@k and PCIR_t@k = PC_t - PC_(t-1) per turn; the last row is PCIR_avg.",
+        )
 
 
 def coverage_table(by_turn: pd.DataFrame, *, group: str | None = None) -> pd.DataFrame:
@@ -112,14 +133,16 @@ def coverage_table(by_turn: pd.DataFrame, *, group: str | None = None) -> pd.Dat
     columns = sorted([c for c in wide.columns if c not in index], key=lambda m: (m.split("@")[0], _metric_order(m)[1]))
     wide = wide[index + columns]
     averages = []
-    for key, part in (wide.groupby(group) if group else [(None, wide)]):
+    for key, part in wide.groupby(group) if group else [(None, wide)]:
         row = {c: part[c].mean() for c in columns if c.startswith("pcir@")}
         row.update({"turn": "PCIR_avg", **({group: key} if group else {})})
         averages.append(row)
     return pd.concat([wide.astype({"turn": object}), pd.DataFrame(averages)], ignore_index=True)
 
 
-def judgment_summary(table: pd.DataFrame, *, group: str | None = None, seed: int = 0, by_model: bool = False) -> pd.DataFrame:
+def judgment_summary(
+    table: pd.DataFrame, *, group: str | None = None, seed: int = 0, by_model: bool = False
+) -> pd.DataFrame:
     """Mean [95% CI] per judge and name (and group, and judge model when `by_model`), with counts of
     scored and missing values."""
     keys = ["judge", "name"] + ([group] if group else []) + (["model"] if by_model else [])
@@ -128,8 +151,15 @@ def judgment_summary(table: pd.DataFrame, *, group: str | None = None, seed: int
     for key, part in per_conversation.groupby(keys, dropna=False):
         stats = describe(part["value"], seed=seed, n_resamples=1000)
         row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
-        row.update({"mean": stats["mean"], "ci_low": stats["ci_low"], "ci_high": stats["ci_high"], "n": stats["n"],
-                    "missing": int(part["value"].isna().sum())})
+        row.update(
+            {
+                "mean": stats["mean"],
+                "ci_low": stats["ci_low"],
+                "ci_high": stats["ci_high"],
+                "n": stats["n"],
+                "missing": int(part["value"].isna().sum()),
+            }
+        )
         rows.append(row)
     out = pd.DataFrame(rows)
     if out.empty:
@@ -175,7 +205,9 @@ def debate_rounds(records: list[dict[str, Any]]) -> pd.DataFrame:
                     if score is not None:
                         last[role] = float(score)
             for role, score in last.items():
-                rows.append({"conversation_id": record.get("conversation_id"), "role": role, "round": number, "score": score})
+                rows.append(
+                    {"conversation_id": record.get("conversation_id"), "role": role, "round": number, "score": score}
+                )
     return pd.DataFrame(rows, columns=["conversation_id", "role", "round", "score"])
 
 
@@ -206,8 +238,11 @@ def add_judgment_sections(
     group = group_label if groups is not None else None
     report.section("Judges")
     if scope == "invalid":
-        report.text("No valid conversation was judged: the judgments below are on INVALID conversations (failed, too "
-                    "short, looping or leaking) and are shown to diagnose the run, not to score the CRS.", note=True)
+        report.text(
+            "No valid conversation was judged: the judgments below are on INVALID conversations (failed, too "
+            "short, looping or leaking) and are shown to diagnose the run, not to score the CRS.",
+            note=True,
+        )
     failures = int(table["value"].isna().sum())
     report.text(
         f"{len(table)} judgments on {table['conversation_id'].nunique()} {scope} conversations; "
@@ -216,8 +251,11 @@ def add_judgment_sections(
     )
     by_model = several_models(table)
     summary = judgment_summary(table, group=group, seed=seed, by_model=by_model)
-    report.table("judge_scores", summary.drop(columns=["mean"]),
-                 caption=f"Judge scores on {scope} conversations" + (", per judge model." if by_model else "."))
+    report.table(
+        "judge_scores",
+        summary.drop(columns=["mean"]),
+        caption=f"Judge scores on {scope} conversations" + (", per judge model." if by_model else "."),
+    )
     for judge, part in summary.groupby("judge"):
         names = part["name"].unique()
         if len(names) >= 2:
@@ -228,20 +266,34 @@ def add_judgment_sections(
             else:
                 profile = part.set_index("name")[["mean"]].rename(columns={"mean": str(judge)})
             scale = _scale(table[table["judge"] == judge])
-            report.plot(f"profile_{judge}", plots.grouped_bars(profile, title=f"{judge}: score profile", ylabel="mean score", ylim=scale),
-                        caption=f"Mean {judge} score per aspect/factor" + "".join(f" and {c}" for c in series) + ".")
-        scores = table[table["judge"] == judge].pivot_table(index="conversation_id", columns="name", values="value", aggfunc="mean")
+            report.plot(
+                f"profile_{judge}",
+                plots.grouped_bars(profile, title=f"{judge}: score profile", ylabel="mean score", ylim=scale),
+                caption=f"Mean {judge} score per aspect/factor" + "".join(f" and {c}" for c in series) + ".",
+            )
+        scores = table[table["judge"] == judge].pivot_table(
+            index="conversation_id", columns="name", values="value", aggfunc="mean"
+        )
         if scores.shape[1] >= 3 and scores.dropna().shape[0] >= 3:
             matrix = inter_factor_matrix(scores)
-            report.plot(f"correlation_{judge}", plots.heatmap(matrix, title=f"{judge}: Kendall tau-b between factors"),
-                        caption=f"Inter-factor Kendall tau-b ({judge}); mean |tau| over pairs = {mean_abs_off_diagonal(matrix):.3f}.")
+            report.plot(
+                f"correlation_{judge}",
+                plots.heatmap(matrix, title=f"{judge}: Kendall tau-b between factors"),
+                caption=f"Inter-factor Kendall tau-b ({judge}); mean |tau| over pairs = {mean_abs_off_diagonal(matrix):.3f}.",
+            )
             report.table(f"correlation_{judge}", matrix.reset_index().rename(columns={"index": "factor"}))
         repeats = table[table["judge"] == judge]["repeat"]
         if repeats.nunique() > 1:
-            report.table(f"stability_{judge}", stability(table[table["judge"] == judge]),
-                         caption=f"{judge}: std over repeated judge runs (per factor, and of the total).")
-    debate = [r for r in map(_record_dict, records)
-              if has_rounds(r) and (valid_ids is None or r.get("conversation_id") in valid_ids)]
+            report.table(
+                f"stability_{judge}",
+                stability(table[table["judge"] == judge]),
+                caption=f"{judge}: std over repeated judge runs (per factor, and of the total).",
+            )
+    debate = [
+        r
+        for r in map(_record_dict, records)
+        if has_rounds(r) and (valid_ids is None or r.get("conversation_id") in valid_ids)
+    ]
     rounds = debate_rounds(debate)
     if not rounds.empty:
         if groups is not None:
@@ -251,9 +303,16 @@ def add_judgment_sections(
         else:
             lines = {role: _round_means(p) for role, p in rounds.groupby("role")}
             overall = {"mean of roles": _round_means(rounds)}
-        report.plot("debate_trajectories", plots.trajectories({**lines, **overall}, title="Debate: score per round", ylabel="score (0-100)"),
-                    caption="Mean score of each debate role per round (a debate that ended early keeps its last scores).")
-        table_rounds = rounds.groupby(["round"] + ([group_label] if groups is not None else []) + ["role"])["score"].mean().reset_index()
+        report.plot(
+            "debate_trajectories",
+            plots.trajectories({**lines, **overall}, title="Debate: score per round", ylabel="score (0-100)"),
+            caption="Mean score of each debate role per round (a debate that ended early keeps its last scores).",
+        )
+        table_rounds = (
+            rounds.groupby(["round"] + ([group_label] if groups is not None else []) + ["role"])["score"]
+            .mean()
+            .reset_index()
+        )
         report.table("debate_rounds", table_rounds, caption="Debate scores per round and role.")
 
 
@@ -296,14 +355,19 @@ def transcript_table(dialogue: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["#", "speaker", "text", "recommended"])
 
 
-def pick_transcripts(dialogues: list[Any], flags: pd.DataFrame, *, valid: int = 2, other: int = 3) -> list[tuple[Any, str]]:
+def pick_transcripts(
+    dialogues: list[Any], flags: pd.DataFrame, *, valid: int = 2, other: int = 3
+) -> list[tuple[Any, str]]:
     """The first `valid` valid conversations and the first `other` invalid ones (failed first), by index, with labels.
 
     A valid conversation may still carry a non-invalidating flag (e.g. truncated by the turn limit);
     its label names it.
     """
-    by_id = flags.assign(_id=flags["conversation_id"].astype(str)).drop_duplicates("_id", keep="last").set_index("_id") \
-        if len(flags) else flags
+    by_id = (
+        flags.assign(_id=flags["conversation_id"].astype(str)).drop_duplicates("_id", keep="last").set_index("_id")
+        if len(flags)
+        else flags
+    )
     good: list[tuple[Any, str]] = []
     bad: list[tuple[Any, str]] = []
     for d in sorted(dialogues, key=_position):
@@ -316,14 +380,18 @@ def pick_transcripts(dialogues: list[Any], flags: pd.DataFrame, *, valid: int = 
     return good[:valid] + bad[:other]
 
 
-def add_transcripts(report: Report, dialogues: list[Any], flags: pd.DataFrame, *, valid: int = 2, other: int = 3) -> None:
+def add_transcripts(
+    report: Report, dialogues: list[Any], flags: pd.DataFrame, *, valid: int = 2, other: int = 3
+) -> None:
     """A few readable conversations: the first valid ones and the first failed or flagged ones."""
     picked = pick_transcripts(dialogues, flags, valid=valid, other=other)
     if not picked:
         return
     report.section("Transcripts")
-    report.text(f"The first {valid} valid conversations and the first {other} invalid ones (failed first), in run order "
-                f"(at most {TRANSCRIPT_TURNS} utterances each, long texts shortened).")
+    report.text(
+        f"The first {valid} valid conversations and the first {other} invalid ones (failed first), in run order "
+        f"(at most {TRANSCRIPT_TURNS} utterances each, long texts shortened)."
+    )
     for d, label in picked:
         report.heading(f"{d.conversation_id} ({label})")
         ending = f"status {d.status}; end reason {d.end_reason or '–'}"

@@ -41,7 +41,9 @@ def html_table(table: pd.DataFrame, *, digits: int = 3, index: bool = False) -> 
     return formatted.to_html(index=False, border=0, classes="data", escape=True)
 
 
-def write_table(table: pd.DataFrame, folder: str | Path, name: str, *, digits: int = 3, index: bool = False) -> list[Path]:
+def write_table(
+    table: pd.DataFrame, folder: str | Path, name: str, *, digits: int = 3, index: bool = False
+) -> list[Path]:
     """Write `name`.csv and `name`.md into `folder`; returns both paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -53,6 +55,7 @@ def write_table(table: pd.DataFrame, folder: str | Path, name: str, *, digits: i
 
 def mean_with_ci(summary: pd.DataFrame, *, digits: int = 3) -> pd.Series:
     """'mean [low, high]' strings from a summary table with mean / ci_low / ci_high columns."""
+
     def one(row: pd.Series) -> str:
         if pd.isna(row["mean"]):
             return "–"

@@ -27,7 +27,7 @@ T = TypeVar("T")
 class LLMSource(Protocol):
     """Hands out an LLM per component (simulator, nlu, nlg, crs, judge, ...) and accounts for them."""
 
-    def get(self, component: str) -> "LLM":  # pragma: no cover - interface
+    def get(self, component: str) -> LLM:  # pragma: no cover - interface
         ...
 
     def usage_summary(self) -> dict[str, Any]:  # pragma: no cover - interface
@@ -47,14 +47,14 @@ class RunContext:
     items: ItemCollection | None = None
     ratings: Ratings | None = None
     llms: LLMSource | None = None
-    http: "httpx.AsyncClient | None" = None
+    http: httpx.AsyncClient | None = None
     run_dir: Path | None = None
     run_seed: int = 0
     data: dict[str, Any] = field(default_factory=dict)
     cache: dict[str, Any] = field(default_factory=dict)
     _exit: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
 
-    def llm(self, component: str) -> "LLM":
+    def llm(self, component: str) -> LLM:
         """The LLM configured for `component`; a clear error when the run has none."""
         if self.llms is None:
             raise ConfigError(f"component {component!r} needs an LLM but the run has no 'llm' section")

@@ -45,7 +45,7 @@ class UserSimulator(ABC):
 
     Config: ClassVar[type[SimulatorConfig]] = SimulatorConfig
 
-    def __init__(self, config: SimulatorConfig, context: "RunContext", profile: UserProfile, seed: int) -> None:
+    def __init__(self, config: SimulatorConfig, context: RunContext, profile: UserProfile, seed: int) -> None:
         self.config = config
         self.context = context
         self.profile = profile

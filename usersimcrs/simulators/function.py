@@ -21,7 +21,9 @@ UserFunction = Callable[[Dialogue], Any]
 class FunctionSimulator(UserSimulator):
     """Wraps a user function; `end_reason` is `user_stop` when it returns None."""
 
-    def __init__(self, config: SimulatorConfig, context: Any, profile: UserProfile, seed: int, function: UserFunction) -> None:
+    def __init__(
+        self, config: SimulatorConfig, context: Any, profile: UserProfile, seed: int, function: UserFunction
+    ) -> None:
         super().__init__(config, context, profile, seed)
         self.function = function
 

@@ -61,7 +61,7 @@ class LLMUserSimulator(UserSimulator):
     prompt_name: ClassVar[str] = ""
     base_prompts: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, config: LLMSimulatorConfig, context: "RunContext", profile: UserProfile, seed: int) -> None:
+    def __init__(self, config: LLMSimulatorConfig, context: RunContext, profile: UserProfile, seed: int) -> None:
         super().__init__(config, context, profile, seed)
         self.config: LLMSimulatorConfig = config
         base: dict[str, Any] = {}

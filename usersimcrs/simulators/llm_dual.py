@@ -83,7 +83,9 @@ class DualPromptSimulator(SinglePromptSimulator):
         variables = self.variables()
         mode = "structured" if self.config.structured else "text"
         rendered = render_history(
-            history, self.labels, empty=self.prompt.get("empty_history", "(none)"),
+            history,
+            self.labels,
+            empty=self.prompt.get("empty_history", "(none)"),
             max_utterances=self.config.max_history_utterances,
         )
         system = squeeze(fill(self.prompt["stop_system"], variables))

@@ -84,15 +84,10 @@ def render_history(
 
 def history_messages(utterances: Iterable[Utterance]) -> list[Message]:
     """Chat-mode history: the CRS speaks as 'user', the simulated user as 'assistant'."""
-    return [
-        Message(role="assistant" if u.participant == USER else "user", content=u.text)
-        for u in utterances
-    ]
+    return [Message(role="assistant" if u.participant == USER else "user", content=u.text) for u in utterances]
 
 
-def render_need(
-    need: InformationNeed, items: ItemCollection | None = None, *, show_targets: bool = False
-) -> str:
+def render_need(need: InformationNeed, items: ItemCollection | None = None, *, show_targets: bool = False) -> str:
     """Constraints and requests as lines (targets only when asked for, by title)."""
     lines = [f"- {slot}: {value}" for slot, value in need.constraints.items()]
     if need.requests:
@@ -123,9 +118,7 @@ def ref_title(ref: ItemRef, items: ItemCollection | None = None) -> str:
     return display_title(item.title if item else ref.title or ref.raw or ref.id or "?")
 
 
-def render_items(
-    refs: Iterable[ItemRef], items: ItemCollection | None, *, slots: Iterable[str] | None = None
-) -> str:
+def render_items(refs: Iterable[ItemRef], items: ItemCollection | None, *, slots: Iterable[str] | None = None) -> str:
     """Numbered item lines with metadata from the collection (title only when unknown)."""
     lines = []
     for rank, ref in enumerate(refs, start=1):
@@ -183,9 +176,7 @@ _PLACEHOLDER = re.compile(r"\s*(<[^<>]*>|\[[^\[\]]*\]|\(.*\)|\.{2,}|\u2026)\s*")
 _PLACEHOLDER_WORDS = {"user message", "your message", "message", "utterance", "text", "end", "true", "false"}
 
 
-def unusable_reason(
-    text: str, prompt_texts: Iterable[str], own: Iterable[str], crs: Iterable[str] = ()
-) -> str | None:
+def unusable_reason(text: str, prompt_texts: Iterable[str], own: Iterable[str], crs: Iterable[str] = ()) -> str | None:
     """Why a cleaned generation cannot be sent (empty, placeholder, copied, repeated), or None.
 
     Small models often echo a format placeholder, a line of the instructions or the CRS's last

@@ -43,7 +43,7 @@ class TargetBiasedConfig(LLMSimulatorConfig):
     persuasiveness_max_tokens: int = Field(24, ge=4, le=512)
 
     @model_validator(mode="after")
-    def _rounds_in_order(self) -> "TargetBiasedConfig":
+    def _rounds_in_order(self) -> TargetBiasedConfig:
         if self.min_rounds > self.max_rounds:
             raise ValueError("min_rounds must not exceed max_rounds")
         return self
@@ -164,8 +164,11 @@ class TargetBiasedSimulator(LLMUserSimulator):
         rounds = len(agent_turns)
         ranks = [self.rank_of_hit(u.items) for u in agent_turns]
         current = agent_turns[-1].items if agent_turns else []
-        info = {"round": rounds, "hit": ranks[-1] is not None if ranks else False, **{
-            f"hits_{k}": v for k, v in self.hits_in(current).items()}}
+        info = {
+            "round": rounds,
+            "hit": ranks[-1] is not None if ranks else False,
+            **{f"hits_{k}": v for k, v in self.hits_in(current).items()},
+        }
         ever_hit = any(r is not None for r in ranks)
         if ever_hit and rounds >= self.cfg.min_rounds:
             closing = "target_hit" if ranks[-1] is not None else "target_hit_earlier"
@@ -180,7 +183,9 @@ class TargetBiasedSimulator(LLMUserSimulator):
             return self.say(generated, turn, ask_introduce=True, hit_rank=rank, **info)
         if rounds >= self.cfg.max_rounds:
             return await self.stop("max_rounds_no_hit", dialogue, turn, info)
-        generated = await self.generate(self.messages(dialogue.utterances, "next"), turn=turn, history=dialogue.utterances)
+        generated = await self.generate(
+            self.messages(dialogue.utterances, "next"), turn=turn, history=dialogue.utterances
+        )
         return self.say(generated, turn, **info)
 
     async def stop(
@@ -194,7 +199,9 @@ class TargetBiasedSimulator(LLMUserSimulator):
 
     def say(self, generated: Generated, turn: int, **metadata: Any) -> Utterance:
         """A user utterance with every target title masked out."""
-        text, count = mask_titles(generated.text or self.fallback(turn), self._patterns, self.prompt.get("mask", "that film"))
+        text, count = mask_titles(
+            generated.text or self.fallback(turn), self._patterns, self.prompt.get("mask", "that film")
+        )
         if count:
             self.masked += count
             metadata["titles_masked"] = count
@@ -206,7 +213,8 @@ class TargetBiasedSimulator(LLMUserSimulator):
         """Record the persuasiveness rating and the selected/residual targets on the dialogue."""
         dialogue.metadata["persuasiveness"] = self.rating.get("value")
         dialogue.metadata["persuasiveness_detail"] = {
-            **self.rating, "scale": list(self.prompt.get("persuasiveness", {}).get("scale", [0, 2]))
+            **self.rating,
+            "scale": list(self.prompt.get("persuasiveness", {}).get("scale", [0, 2])),
         }
         hit_rounds = [i for i, u in enumerate(dialogue.agent_turns, start=1) if self.rank_of_hit(u.items) is not None]
         dialogue.metadata["targets"] = {
@@ -254,7 +262,9 @@ class TargetBiasedSimulator(LLMUserSimulator):
         rendered = render_history(dialogue.utterances, self.labels)
         messages = [
             Message(role="system", content=squeeze(spec["system"])),
-            Message(role="user", content=squeeze(fill(spec["user"], {"history": rendered, "format": spec["format"][fmt]}))),
+            Message(
+                role="user", content=squeeze(fill(spec["user"], {"history": rendered, "format": spec["format"][fmt]}))
+            ),
         ]
         schema = {
             "type": "object",
@@ -263,8 +273,11 @@ class TargetBiasedSimulator(LLMUserSimulator):
         }
         try:
             result = await self.call(
-                messages, turn=turn, purpose="persuasiveness",
-                schema=schema if self.cfg.structured else None, max_tokens=self.cfg.persuasiveness_max_tokens,
+                messages,
+                turn=turn,
+                purpose="persuasiveness",
+                schema=schema if self.cfg.structured else None,
+                max_tokens=self.cfg.persuasiveness_max_tokens,
             )
         except Exception as exc:  # noqa: BLE001 - a failed rating is recorded, the dialogue stays valid
             return {"value": None, "status": f"error: {type(exc).__name__}: {exc}"[:300]}

@@ -69,7 +69,8 @@ class TargetFreeConfig(LLMSimulatorConfig):
     dislike_threshold: float = -0.3
     min_turns: int = Field(2, ge=0, description="user turns before an 'end' from the model is honoured")
     narrative: Literal["template", "llm"] = Field(
-        "template", description="general-preference narrative: built from the seen items, or written by the LLM from them"
+        "template",
+        description="general-preference narrative: built from the seen items, or written by the LLM from them",
     )
     narrative_max_items: int = Field(10, ge=1, description="seen items shown to the LLM when it writes the narrative")
     narrative_max_tokens: int = Field(160, ge=16, le=2048)
@@ -89,7 +90,8 @@ def seen_only(profile: UserProfile) -> list[SeenItem]:
     target_keys = {t.key() for t in profile.need.targets}
     target_titles = {normalize_title(t.title) for t in profile.need.targets if t.title}
     return [
-        s for s in profile.seen_items
+        s
+        for s in profile.seen_items
         if s.item.key() not in target_keys and normalize_title(s.item.title or "") not in target_titles
     ]
 
@@ -163,7 +165,9 @@ class TargetFreeSimulator(LLMUserSimulator):
         schema = {"type": "object", "properties": {"narrative": {"type": "string"}}, "required": ["narrative"]}
         result = await self.call(
             [Message(role="system", content=squeeze(spec["system"])), Message(role="user", content=user)],
-            turn=0, purpose="narrative", schema=schema if self.cfg.structured else None,
+            turn=0,
+            purpose="narrative",
+            schema=schema if self.cfg.structured else None,
             max_tokens=self.cfg.narrative_max_tokens,
         )
         parsed = result.parsed if isinstance(result.parsed, dict) else parse_json_object(result.text or "")
@@ -182,7 +186,9 @@ class TargetFreeSimulator(LLMUserSimulator):
         agent = last_agent_turn(dialogue)
         shown = list(agent.items[: self.cfg.top_k]) if agent is not None else []
         reflections = await self.reflect(shown, turn)
-        generated = await self.generate(self.response_messages(dialogue.utterances, reflections), turn=turn, history=dialogue.utterances)
+        generated = await self.generate(
+            self.response_messages(dialogue.utterances, reflections), turn=turn, history=dialogue.utterances
+        )
         metadata = {
             "generation": generated.source,
             "shown": [r["item"] for r in reflections],
@@ -245,7 +251,9 @@ class TargetFreeSimulator(LLMUserSimulator):
     def recall(self, entry: SeenItem) -> dict[str, Any]:
         """What the user remembers of a watched item: their rating, verdict and review points."""
         score = self.preferences.item_preference(entry.item.id)
-        verdict = classify(score, self.cfg.like_threshold, self.cfg.dislike_threshold) if score is not None else "neutral"
+        verdict = (
+            classify(score, self.cfg.like_threshold, self.cfg.dislike_threshold) if score is not None else "neutral"
+        )
         likes, dislikes = parse_likes_dislikes(entry.review)
         reason = "; ".join([*(f"liked {x}" for x in likes[:2]), *(f"disliked {x}" for x in dislikes[:2])])
         if not reason and entry.review:
@@ -253,7 +261,8 @@ class TargetFreeSimulator(LLMUserSimulator):
         return {
             "verdict": {"liked": "like", "disliked": "dislike"}.get(verdict, "mixed"),
             "rating": entry.rating,
-            "reason": reason or (f"you rated it {entry.rating:g}/{self.scale_high:g}" if entry.rating is not None else ""),
+            "reason": reason
+            or (f"you rated it {entry.rating:g}/{self.scale_high:g}" if entry.rating is not None else ""),
             "source": "memory",
         }
 
@@ -276,7 +285,10 @@ class TargetFreeSimulator(LLMUserSimulator):
         ]
         mode = "structured" if self.cfg.structured else "text"
         user = squeeze(
-            fill(self.prompt["reflect_user"], {"items": "\n".join(lines), "reflect_format": self.prompt["reflect_format"][mode]})
+            fill(
+                self.prompt["reflect_user"],
+                {"items": "\n".join(lines), "reflect_format": self.prompt["reflect_format"][mode]},
+            )
         )
         result = await self.call(
             [Message(role="system", content=self.system_prompt()), Message(role="user", content=user)],
@@ -320,7 +332,12 @@ def read_verdicts(result: LLMResult, count: int) -> dict[int, dict[str, Any]]:
             if not isinstance(entry, dict):
                 continue
             number, verdict = entry.get("number"), str(entry.get("verdict", "")).lower()
-            if isinstance(number, int) and 1 <= number <= count and verdict in ("like", "dislike") and number not in out:
+            if (
+                isinstance(number, int)
+                and 1 <= number <= count
+                and verdict in ("like", "dislike")
+                and number not in out
+            ):
                 out[number] = {"verdict": verdict, "reason": str(entry.get("reason", ""))[:300], "source": "llm"}
         return out
     for line in (result.text or "").splitlines():

@@ -128,11 +128,11 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of_json(cls, data: Any, status: int = 200, headers: dict[str, str] | None = None) -> "Answer":
+    def of_json(cls, data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Answer:
         return cls(status, json.dumps(data).encode("utf-8"), "application/json", dict(headers or {}))
 
     @classmethod
-    def of_text(cls, text: str, status: int = 200, headers: dict[str, str] | None = None) -> "Answer":
+    def of_text(cls, text: str, status: int = 200, headers: dict[str, str] | None = None) -> Answer:
         return cls(status, text.encode("utf-8"), "text/html; charset=utf-8", dict(headers or {}))
 
 
@@ -253,7 +253,9 @@ class IEvaLMApp(ProtocolApp):
 
     name = "ievalm"
 
-    def __init__(self, catalog: tuple[Movie, ...] = DEFAULT_CATALOG, k: int = 3, secret: bytes = b"test-secret") -> None:
+    def __init__(
+        self, catalog: tuple[Movie, ...] = DEFAULT_CATALOG, k: int = 3, secret: bytes = b"test-secret"
+    ) -> None:
         super().__init__(catalog, k)
         self.secret = secret
 
@@ -414,7 +416,10 @@ class RasaApp(ProtocolApp):
                 if self.custom_items:
                     messages = [
                         {"recipient_id": sender, "text": "Here are some movies you might enjoy."},
-                        {"recipient_id": sender, "custom": {"items": [{"id": m.id, "title": m.display()} for m in movies]}},
+                        {
+                            "recipient_id": sender,
+                            "custom": {"items": [{"id": m.id, "title": m.display()} for m in movies]},
+                        },
                     ]
                 else:
                     listing = "\n".join(f"{i}. {m.display()}" for i, m in enumerate(movies, start=1))
@@ -459,7 +464,9 @@ class GenericJSONApp(ProtocolApp):
         log.info.update(session=session, history_len=len(history))
         with self.lock:
             shown = self.sessions.setdefault(session, [])
-            said = " ".join([str(h.get("text", "")) for h in history if isinstance(h, dict) and h.get("role") == "user"] + [text])
+            said = " ".join(
+                [str(h.get("text", "")) for h in history if isinstance(h, dict) and h.get("role") == "user"] + [text]
+            )
             genres = genres_in(said, self.catalog)
             movies = pick_movies(self.catalog, genres, set(shown), self.k) if genres else []
             shown.extend(m.id for m in movies)
@@ -483,7 +490,7 @@ APPS: dict[str, Callable[..., ProtocolApp]] = {
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_HTTPServer"
+    server: _HTTPServer
     # keep-alive like the real servers (Flask's threaded dev server, which iEvaLM runs, speaks HTTP/1.1);
     # every answer carries a Content-Length, and the oversize and reset faults close the connection
     protocol_version = "HTTP/1.1"
@@ -513,7 +520,7 @@ class _HTTPServer(ThreadingHTTPServer):
     # socketserver's default listen backlog is 5: at C >= 32 connects overflow it and wait out 1 s
     # SYN retries, so a concurrency test would measure the listen queue (the LLM test server uses 512 too)
     request_queue_size = 512
-    owner: "LocalCRSServer"
+    owner: LocalCRSServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # faults (reset, client gone) are expected here
@@ -522,7 +529,9 @@ class _HTTPServer(ThreadingHTTPServer):
 class LocalCRSServer:
     """A protocol app served on 127.0.0.1 (ephemeral port by default), in a background thread."""
 
-    def __init__(self, app: ProtocolApp, faults: FaultPlan | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, app: ProtocolApp, faults: FaultPlan | None = None, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.app = app
         self.faults = FaultInjector(faults)
         self.log: list[Exchange] = []
@@ -541,7 +550,7 @@ class LocalCRSServer:
         """Base URL with a trailing slash, e.g. ``http://127.0.0.1:54321/``."""
         return f"http://127.0.0.1:{self.port}/"
 
-    def start(self) -> "LocalCRSServer":
+    def start(self) -> LocalCRSServer:
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name=f"crs-{self.app.name}", daemon=True
         )
@@ -553,7 +562,7 @@ class LocalCRSServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def __enter__(self) -> "LocalCRSServer":
+    def __enter__(self) -> LocalCRSServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -654,7 +663,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Serve a test CRS protocol on 127.0.0.1.")
     parser.add_argument("protocol", choices=sorted(APPS))
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--fault", action="append", default=[], metavar="KIND=SHARE", help=f"kinds: {', '.join(FAULT_KINDS)}")
+    parser.add_argument(
+        "--fault", action="append", default=[], metavar="KIND=SHARE", help=f"kinds: {', '.join(FAULT_KINDS)}"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     rates = {kind: float(share) for kind, _, share in (f.partition("=") for f in args.fault)}

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Sequence
 
@@ -190,7 +190,7 @@ class LLMServer:
         """Host for the Ollama client."""
         return self.url
 
-    def start(self) -> "LLMServer":
+    def start(self) -> LLMServer:
         """Serve in a daemon thread."""
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
@@ -206,7 +206,7 @@ class LLMServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def __enter__(self) -> "LLMServer":
+    def __enter__(self) -> LLMServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -474,7 +474,7 @@ def _error_body(protocol: str, message: str) -> dict[str, Any]:
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _openai_reply(body: dict[str, Any], text: str) -> dict[str, Any]:
@@ -509,7 +509,12 @@ def _ollama_reply(body: dict[str, Any], text: str) -> dict[str, Any]:
 
 
 def _ollama_stream(body: dict[str, Any], text: str) -> list[dict[str, Any]]:
-    head = {"model": body.get("model", ""), "created_at": _now_iso(), "message": {"role": "assistant", "content": text}, "done": False}
+    head = {
+        "model": body.get("model", ""),
+        "created_at": _now_iso(),
+        "message": {"role": "assistant", "content": text},
+        "done": False,
+    }
     tail = _ollama_reply(body, "")
     return [head, tail]
 
@@ -536,7 +541,9 @@ def parse_fault_share(text: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the server in the foreground; prints its URL on the first line of stdout."""
-    parser = argparse.ArgumentParser(prog="python -m usersimcrs.testing.llm_server", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m usersimcrs.testing.llm_server", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency-ms", type=float, default=0.0)

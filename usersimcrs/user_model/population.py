@@ -52,7 +52,7 @@ class UserBasis:
 class GeneratedProfiles:
     """Profiles generated from a ratings user (held-out liked items as targets), else from items alone."""
 
-    def __init__(self, config: "ProfilesConfig", items: ItemCollection | None, ratings: Ratings | None) -> None:
+    def __init__(self, config: ProfilesConfig, items: ItemCollection | None, ratings: Ratings | None) -> None:
         users = ratings.users() if ratings is not None else []
         if items is None and not users:
             raise ConfigError("profiles.source 'generate' needs an 'items' or a 'ratings' section")
@@ -184,7 +184,7 @@ def _held_out(liked: list[str], share: float) -> list[str]:
 class FileProfiles:
     """Profiles read from `profiles.jsonl` / `information_needs.jsonl` written by the converters."""
 
-    def __init__(self, config: "ProfilesConfig", items: ItemCollection | None) -> None:
+    def __init__(self, config: ProfilesConfig, items: ItemCollection | None) -> None:
         if not config.path:
             raise ConfigError("profiles.source 'file' needs 'profiles.path'")
         self.path = _profile_file(Path(config.path))
@@ -245,13 +245,13 @@ def _profile_file(path: Path) -> Path:
     return path
 
 
-_SOURCES: dict[str, Callable[["ProfilesConfig", "RunContext"], ProfileSource]] = {
+_SOURCES: dict[str, Callable[[ProfilesConfig, RunContext], ProfileSource]] = {
     "generate": lambda config, context: GeneratedProfiles(config, context.items, context.ratings),
     "file": lambda config, context: FileProfiles(config, context.items),
 }
 
 
-def build_profile_source(config: "ProfilesConfig", context: "RunContext") -> ProfileSource:
+def build_profile_source(config: ProfilesConfig, context: RunContext) -> ProfileSource:
     """The profile source named by `config.source`."""
     try:
         factory = _SOURCES[config.source]

@@ -38,7 +38,9 @@ class LeanReply:
 class LeanHTTP:
     """One aiohttp session (keep-alive pool of `connections`) for one backend, per event loop."""
 
-    def __init__(self, backend: str, *, connections: int, timeout_s: float, headers: dict[str, str], secrets: list[str]) -> None:
+    def __init__(
+        self, backend: str, *, connections: int, timeout_s: float, headers: dict[str, str], secrets: list[str]
+    ) -> None:
         self.backend = backend
         self.connections = max(1, connections)
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s)

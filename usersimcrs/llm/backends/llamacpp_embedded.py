@@ -157,9 +157,7 @@ class LlamaCppEmbedded(LLM):
         started = time.perf_counter()
         cancelled = threading.Event()
         try:
-            output = await asyncio.to_thread(
-                self._generate, messages, temperature, max_tokens, seed, schema, cancelled
-            )
+            output = await asyncio.to_thread(self._generate, messages, temperature, max_tokens, seed, schema, cancelled)
         except asyncio.CancelledError:
             cancelled.set()
             raise

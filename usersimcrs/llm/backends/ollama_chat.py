@@ -99,7 +99,12 @@ class OllamaChat(LLM):
         """One raw call; failures come out as TransientLLMError or PermanentLLMError."""
         started = time.perf_counter()
         if self._lean is not None:
-            body: dict[str, Any] = {"model": self.model, "messages": message_dicts(messages), "tools": [], "stream": False}
+            body: dict[str, Any] = {
+                "model": self.model,
+                "messages": message_dicts(messages),
+                "tools": [],
+                "stream": False,
+            }
             if schema is not None:
                 body["format"] = schema
             body["options"] = self.options(temperature, max_tokens, seed)
@@ -108,7 +113,12 @@ class OllamaChat(LLM):
         return await self._complete_official(messages, temperature, max_tokens, seed, schema, started)
 
     async def _complete_official(
-        self, messages: list[Message], temperature: float, max_tokens: int, seed: int | None, schema: dict | None,
+        self,
+        messages: list[Message],
+        temperature: float,
+        max_tokens: int,
+        seed: int | None,
+        schema: dict | None,
         started: float,
     ) -> LLMResult:
         """The call through the official client (`client: official`), its failures classified."""

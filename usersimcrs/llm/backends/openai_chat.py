@@ -103,7 +103,9 @@ class OpenAIChat(LLM):
         started = time.perf_counter()
         kwargs = self.request_kwargs(messages, temperature, max_tokens, seed, schema)
         if self._lean is not None:
-            return self._lean_result(await self._lean.post_ok_json(self._url, wire_body(kwargs), _error_message), started)
+            return self._lean_result(
+                await self._lean.post_ok_json(self._url, wire_body(kwargs), _error_message), started
+            )
         return await self._complete_official(kwargs, started)
 
     async def _complete_official(self, kwargs: dict[str, Any], started: float) -> LLMResult:

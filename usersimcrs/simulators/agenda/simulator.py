@@ -29,8 +29,12 @@ class AgendaConfig(SimulatorConfig):
     nlg_max_tokens: int = Field(60, ge=8)
     few_shot: int = Field(4, ge=0, description="few-shot examples for the LLM NLG")
     annotated_dialogues_path: str | None = Field(None, description="DialogueKit JSON: templates, few-shot, transitions")
-    interaction_model_path: str | None = Field(None, description="interaction-model YAML (anchor schema); CIR by default")
-    domain_path: str | None = Field(None, description="domain YAML (slot_names, requestable_slots); from items by default")
+    interaction_model_path: str | None = Field(
+        None, description="interaction-model YAML (anchor schema); CIR by default"
+    )
+    domain_path: str | None = Field(
+        None, description="domain YAML (slot_names, requestable_slots); from items by default"
+    )
     intent_roles: dict[str, str] = Field(default_factory=dict, description="rule-NLU role -> agent intent overrides")
     max_recommendation_rounds: int = Field(5, ge=1, description="rejected recommendations before giving up")
     patience: int = Field(3, ge=1, description="turns without progress before giving up")
@@ -72,7 +76,11 @@ class AgendaSimulator(UserSimulator):
             need_slots=need_slots,
         )
         self.resources = resources
-        roles = {**DEFAULT_ROLES, **dict(getattr(resources.model, "agent_intent_roles", None) or {}), **config.intent_roles}
+        roles = {
+            **DEFAULT_ROLES,
+            **dict(getattr(resources.model, "agent_intent_roles", None) or {}),
+            **config.intent_roles,
+        }
         self.nlu = nlu_components.get(config.nlu)(
             NLUSettings(
                 interaction_model=resources.model,

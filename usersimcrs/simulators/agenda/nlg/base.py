@@ -32,7 +32,7 @@ class NLGSettings:
     defaults: dict[str, tuple[str, ...]]
     mined: dict[str, tuple[str, ...]] = field(default_factory=dict)
     examples: list[tuple[str, str]] = field(default_factory=list)
-    llm: Callable[[], "LLM"] | None = None
+    llm: Callable[[], LLM] | None = None
     few_shot: int = 4
     max_tokens: int = 60
     history_turns: int = 4

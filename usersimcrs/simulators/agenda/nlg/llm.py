@@ -63,7 +63,9 @@ class LLMNLG(NLG):
     def _user(self, acts: str, history: str, annotations: str) -> str:
         return self.prompt["user"].format(acts=acts, history=history, annotations=annotations).strip()
 
-    async def generate(self, acts: list[DialogueAct], dialogue: Dialogue, *, rng: random.Random, seed: int) -> NLGResult:
+    async def generate(
+        self, acts: list[DialogueAct], dialogue: Dialogue, *, rng: random.Random, seed: int
+    ) -> NLGResult:
         if self.settings.llm is None:
             raise LLMError("the LLM NLG needs an LLM")
         try:

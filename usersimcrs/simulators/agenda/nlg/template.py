@@ -18,7 +18,9 @@ def slot_label(slot: str) -> str:
 class TemplateNLG(NLG):
     """Fills templates with the acts' slot values; variants are chosen with the conversation's rng."""
 
-    async def generate(self, acts: list[DialogueAct], dialogue: Dialogue, *, rng: random.Random, seed: int) -> NLGResult:
+    async def generate(
+        self, acts: list[DialogueAct], dialogue: Dialogue, *, rng: random.Random, seed: int
+    ) -> NLGResult:
         return self.realise(acts, rng)
 
     def realise(self, acts: list[DialogueAct], rng: random.Random) -> NLGResult:

@@ -30,7 +30,9 @@ def acts_signature(acts: list[DialogueAct]) -> str:
 def load_default_templates(path: str = str(DEFAULT_TEMPLATES_PATH)) -> dict[str, tuple[str, ...]]:
     """Signature -> template variants from the built-in template file (read-only)."""
     data = read_yaml(path)
-    return {str(key): tuple(str(v) for v in (value if isinstance(value, list) else [value])) for key, value in data.items()}
+    return {
+        str(key): tuple(str(v) for v in (value if isinstance(value, list) else [value])) for key, value in data.items()
+    }
 
 
 def mine_templates(dialogues: list[Dialogue]) -> dict[str, tuple[str, ...]]:

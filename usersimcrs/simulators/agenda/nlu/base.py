@@ -36,7 +36,7 @@ class NLUSettings:
     interaction_model: InteractionModel
     domain: Domain
     items: ItemCollection | None = None
-    llm: Callable[[], "LLM"] | None = None
+    llm: Callable[[], LLM] | None = None
     structured: bool = False
     max_tokens: int = 96
     roles: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ROLES))

@@ -60,7 +60,11 @@ class LLMNLU(NLU):
     async def understand(self, utterance: Utterance, dialogue: Dialogue, *, seed: int) -> ParseResult:
         if self.settings.llm is None:
             raise LLMError("the LLM NLU needs an LLM")
-        schema = act_schema(self.settings.agent_intents, self.settings.domain.slot_names) if self.settings.structured else None
+        schema = (
+            act_schema(self.settings.agent_intents, self.settings.domain.slot_names)
+            if self.settings.structured
+            else None
+        )
         try:
             result = await self.settings.llm().complete(
                 self.messages(utterance, dialogue),

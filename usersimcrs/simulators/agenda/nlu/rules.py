@@ -24,7 +24,26 @@ _YEAR_MARK = re.compile(r"\((\d{4})\)")
 _SENTENCE_END = re.compile(r"[\n?!]|\.{2,}|\.(?:\s|$)")
 _MAX_PREFIX = 160
 _ALT_TITLE = re.compile(r"\s*(\([^()]*\))\s*$")
-_SMALL_WORDS = {"of", "the", "a", "an", "and", "in", "on", "to", "for", "at", "with", "from", "&", "-", "vs", "or", "de", "la"}
+_SMALL_WORDS = {
+    "of",
+    "the",
+    "a",
+    "an",
+    "and",
+    "in",
+    "on",
+    "to",
+    "for",
+    "at",
+    "with",
+    "from",
+    "&",
+    "-",
+    "vs",
+    "or",
+    "de",
+    "la",
+}
 _QUESTION_START = re.compile(
     r"^\s*(?:what|which|who|whom|any|do|does|did|are|is|would|could|can|have|how|tell me)\b", re.I
 )
@@ -134,7 +153,9 @@ class RuleNLU(NLU):
         questions = [_without_titles(s, titles) for s in _sentences(text) if "?" in s or _QUESTION_START.match(s)]
         for sentence in questions:
             if titles and re.search(r"\b(?:seen|watched|see|watch)\b", sentence, re.I) and "?" in sentence:
-                if not self.patterns.matches("elicit", sentence) or re.search(r"\bhave you (?:seen|watched)\b", sentence, re.I):
+                if not self.patterns.matches("elicit", sentence) or re.search(
+                    r"\bhave you (?:seen|watched)\b", sentence, re.I
+                ):
                     continue  # "Have you seen it?" belongs to the recommendation
             if self.patterns.matches("elicit_strong", sentence):
                 slots = [s for s in self.elicited_slots(sentence) if has_slot(s)]
@@ -157,7 +178,9 @@ class RuleNLU(NLU):
 
     def elicited_slots(self, sentence: str) -> list[str]:
         """Slots a question asks about, from slot keywords."""
-        return [slot for slot, patterns in self.patterns.slot_keywords.items() if any(p.search(sentence) for p in patterns)]
+        return [
+            slot for slot, patterns in self.patterns.slot_keywords.items() if any(p.search(sentence) for p in patterns)
+        ]
 
     def informed_values(self, text: str) -> list[SlotValue]:
         """Known slot values mentioned in `text` (genres, ...), from the item collection's lexicon."""
@@ -192,7 +215,24 @@ class RuleNLU(NLU):
         if not candidate or len(candidate) > 80:
             return None
         words = candidate.lower().split()
-        if not words or words[0] in {"it", "this", "that", "them", "these", "those", "a", "an", "some", "something", "any", "anything", "one", "you", "me", "more"}:
+        if not words or words[0] in {
+            "it",
+            "this",
+            "that",
+            "them",
+            "these",
+            "those",
+            "a",
+            "an",
+            "some",
+            "something",
+            "any",
+            "anything",
+            "one",
+            "you",
+            "me",
+            "more",
+        }:
             return None
         if self.values.is_value(candidate):
             return None  # "how about comedy?" suggests a slot value, not an item

@@ -16,7 +16,7 @@ class Agenda:
         self.stop_intent = stop_intent
 
     @classmethod
-    def from_need(cls, need: InformationNeed, model: InteractionModel) -> "Agenda":
+    def from_need(cls, need: InformationNeed, model: InteractionModel) -> Agenda:
         """One disclosure per constraint, one inquiry per request, then the stop act."""
         disclose = model.intent("INTENT_DISCLOSE", "DISCLOSE")
         inquire = model.item_info_intent
@@ -25,7 +25,9 @@ class Agenda:
             DialogueAct(intent=disclose, slot_values=[SlotValue(slot=canonical_slot(slot), value=str(value))])
             for slot, value in need.constraints.items()
         ]
-        acts += [DialogueAct(intent=inquire, slot_values=[SlotValue(slot=canonical_slot(slot))]) for slot in need.requests]
+        acts += [
+            DialogueAct(intent=inquire, slot_values=[SlotValue(slot=canonical_slot(slot))]) for slot in need.requests
+        ]
         acts.append(DialogueAct(intent=stop))
         return cls(acts, stop_intent=stop)
 

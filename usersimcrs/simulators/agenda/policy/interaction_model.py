@@ -44,7 +44,9 @@ class InteractionModel(BaseModel):
             return value
         return {_intent_name(k): (_intent_name(v) if isinstance(v, bool) else v) for k, v in value.items()}
 
-    @field_validator("agent_elicit_intents", "agent_set_retrieval", "agent_inquire_intents", "agent_other_intents", mode="before")
+    @field_validator(
+        "agent_elicit_intents", "agent_set_retrieval", "agent_inquire_intents", "agent_other_intents", mode="before"
+    )
     @classmethod
     def _yaml_boolean_lists(cls, value: Any) -> Any:
         return [_intent_name(v) for v in value] if isinstance(value, list) else value

@@ -106,7 +106,6 @@ class ItemJudge:
         return True
 
 
-
 def _index(pairs: Iterable[tuple[ItemRef, float | None]]) -> dict[str, float | None]:
     """Key -> value for item references, by ID and by normalised title (with and without year)."""
     index: dict[str, float | None] = {}

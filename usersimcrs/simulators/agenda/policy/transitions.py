@@ -23,7 +23,7 @@ class TransitionModel:
         self.source = source
 
     @classmethod
-    def from_dialogues(cls, dialogues: list[Dialogue]) -> "TransitionModel":
+    def from_dialogues(cls, dialogues: list[Dialogue]) -> TransitionModel:
         """Count (agent intent, user intent) pairs over consecutive AGENT -> USER utterances."""
         counts: dict[str, dict[str, int]] = defaultdict(dict)
         for dialogue in dialogues:
@@ -37,7 +37,7 @@ class TransitionModel:
         return cls(dict(counts), source="annotated")
 
     @classmethod
-    def from_interaction_model(cls, model: InteractionModel) -> "TransitionModel":
+    def from_interaction_model(cls, model: InteractionModel) -> TransitionModel:
         """Uniform counts over the user intents whose expected agent intents include each agent intent."""
         counts: dict[str, dict[str, int]] = defaultdict(dict)
         for user_intent in model.user_intents:
