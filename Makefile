@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # a portable llama.cpp build (no -march=native), so a cached wheel runs on any x86-64 machine
 export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test check test-fast bench clean
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,9 +19,16 @@ install: $(BIN)/.installed
 demo: install
 	$(BIN)/usersimcrs quickstart --output runs/demo
 
-## the whole test suite
-test: install
+## the whole test suite, after lint, format, types and the import-layer contracts
+test: install check
 	$(BIN)/python -m pytest -q
+
+## ruff (lint and format), mypy, import-linter (the layer order of docs/design.md)
+check: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not embedded and not slow"

@@ -13,7 +13,7 @@ from usersimcrs.errors import ConnectorError
 class HTTPConnectorBase(CRSConnector):
     """An HTTP CRS; subclasses define the request and how to read the answer."""
 
-    Config: ClassVar[type[HTTPOptions]] = HTTPOptions  # type: ignore[assignment]
+    Config: ClassVar[type[HTTPOptions]] = HTTPOptions
     config: HTTPOptions
     keep_cookies: ClassVar[bool] = False
 

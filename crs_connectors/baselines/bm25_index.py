@@ -47,7 +47,7 @@ class BM25Index:
     def __init__(self, items: ItemCollection, fields: list[str], *, k1: float = 1.5, b: float = 0.75) -> None:
         self.ids = items.ids()
         self.position = {item_id: i for i, item_id in enumerate(self.ids)}
-        corpus = [item_tokens(items.get(i), fields) or ["_"] for i in self.ids]  # type: ignore[arg-type]
+        corpus = [item_tokens(items.require(i), fields) or ["_"] for i in self.ids]
         okapi = BM25Okapi(corpus, k1=k1, b=b)
         self.idf: dict[str, float] = dict(okapi.idf)
         lengths = np.asarray(okapi.doc_len, dtype=float)

@@ -31,7 +31,7 @@ class PopularityCRS(RuleBasedCRS):
         for item_id in self.order:
             if item_id in exclude:
                 continue
-            genres = set(self.items.get(item_id).values(slot))  # type: ignore[union-attr]
+            genres = set(self.items.require(item_id).values(slot))
             if genres & disliked:
                 continue
             tier = 0 if wanted <= genres else (1 if genres & wanted else 2)

@@ -47,7 +47,7 @@ class RetrievalCRS(RuleBasedCRS):
         slot = config.genre_slot
         self.item_genres: list[set[str]] = context.shared(
             f"retrieval.genres:{id(self.items)}:{slot}",
-            lambda: [set(self.items.get(i).values(slot)) for i in self.index.ids],  # type: ignore[union-attr]
+            lambda: [set(self.items.require(i).values(slot)) for i in self.index.ids],
         )
         self.fields = fields
 

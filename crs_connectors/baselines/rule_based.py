@@ -153,7 +153,7 @@ class RuleBasedCRS(CRSConnector):
         assert top is not None
         lead = "Then how about" if reading.feedback == "reject" else "How about"
         text = f"{lead} {display_title(top.title)}? It is {describe_genres(top, self.config.genre_slot)}."
-        refs = [ItemRef(id=i, title=self.items.get(i).title, score=None) for i in ranked]  # type: ignore[union-attr]
+        refs = [ItemRef(id=i, title=self.items.require(i).title, score=None) for i in ranked]
         return CRSReply(text=text, items=refs)
 
     def answer(self, item: Item, slots: list[str]) -> str:

@@ -168,7 +168,7 @@ def _utterance(raw: Any, where: str, counts: ActCounts) -> Utterance:
         raise DataError(describe_validation_error(exc, source=where, prefix="items")) from None
     uid = raw.get("utterance_id", raw.get("utterance ID"))
     return Utterance(
-        participant=participant,  # type: ignore[arg-type]
+        participant=participant,
         text=text,
         utterance_id=None if uid is None else str(uid),
         dialogue_acts=acts,

@@ -104,6 +104,10 @@ class ItemCollection:
     def get(self, item_id: str) -> Item | None:
         return self._items.get(str(item_id))
 
+    def require(self, item_id: str) -> Item:
+        """The item with this ID; a KeyError when the collection has none (for IDs taken from it)."""
+        return self._items[str(item_id)]
+
     def ids(self) -> list[str]:
         return list(self._items)
 

@@ -109,6 +109,7 @@ def _announce(on_retry: Callable[[int, RetryableFailure, float], None]) -> Calla
     def before_sleep(retry_state: RetryCallState) -> None:
         failure = retry_state.outcome.exception() if retry_state.outcome else None
         delay = retry_state.next_action.sleep if retry_state.next_action else 0.0
-        on_retry(retry_state.attempt_number + 1, failure, delay)  # type: ignore[arg-type]
+        if isinstance(failure, RetryableFailure):  # only retryable failures are retried
+            on_retry(retry_state.attempt_number + 1, failure, delay)
 
     return before_sleep

@@ -175,12 +175,17 @@ class Judge(ABC):
         return list(self.component_chains())
 
 
+async def _awaited(aw: Awaitable[T]) -> T:
+    """`aw` as a coroutine (a TaskGroup takes coroutines, `gather_all` any awaitable)."""
+    return await aw
+
+
 async def gather_all(*aws: Awaitable[T]) -> list[T]:
     """Await all in parallel; the first failure cancels the rest and is raised as is (not wrapped)."""
     tasks: list[asyncio.Task] = []
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(aw) for aw in aws]  # type: ignore[arg-type]
+            tasks = [group.create_task(_awaited(aw)) for aw in aws]
     except BaseExceptionGroup as grouped:
         raise _first_leaf(grouped) from None
     return [task.result() for task in tasks]

@@ -66,6 +66,7 @@ class DebateJudge(Judge):
 
     name: ClassVar[str] = "debate"
     Config = DebateOptions
+    config: DebateOptions
 
     def __init__(self, config: DebateOptions | None = None) -> None:
         super().__init__(config)
@@ -261,7 +262,8 @@ class DebateJudge(Judge):
                 attempts=len(rounds),
                 raw=raw,
             )
-        mean = sum(final_scores[r.name] for r in self.debate.roles) / len(self.debate.roles)  # type: ignore[misc]
+        role_scores = [score for r in self.debate.roles if (score := final_scores[r.name]) is not None]
+        mean = sum(role_scores) / len(role_scores)  # every role scored: a failed one returned above
         summary = "; ".join(f"{r.name}={final_scores[r.name]:g}" for r in self.debate.roles)
         return Judgment(
             conversation_id=view.conversation_id,

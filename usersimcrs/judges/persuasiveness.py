@@ -34,6 +34,7 @@ class PersuasivenessJudge(RubricJudge):
     name = "persuasiveness"
     default_rubric = "persuasiveness"
     Config = PersuasivenessOptions
+    config: PersuasivenessOptions
 
     def _recorded(self, dialogue: Dialogue, view: ConversationView) -> list[Judgment] | None:
         value: Any = dialogue.metadata.get(RECORDED_KEY)

@@ -49,7 +49,8 @@ class Criterion(_Model):
     steps: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     inputs: list[InputKind] = Field(
-        default_factory=lambda: ["text"], description="inputs shown to the judge; a missing one skips the criterion"
+        default_factory=lambda: list[InputKind](["text"]),
+        description="inputs shown to the judge; a missing one skips the criterion",
     )
     optional_inputs: list[InputKind] = Field(
         default_factory=list, description="inputs shown when the conversation has them"
@@ -198,10 +199,11 @@ def load_any(name_or_path: str | Path) -> Rubric | DebateRubric:
     path = rubric_path(name_or_path)
     data = read_yaml(path)
     kind = data.get("kind", "rubric")
-    model = {"rubric": Rubric, "debate": DebateRubric}.get(kind)
-    if model is None:
-        raise ConfigError(f"{path}: key 'kind': expected 'rubric' or 'debate', got {kind!r}")
-    return validate(model, data, source=str(path))  # type: ignore[return-value]
+    if kind == "rubric":
+        return validate(Rubric, data, source=str(path))
+    if kind == "debate":
+        return validate(DebateRubric, data, source=str(path))
+    raise ConfigError(f"{path}: key 'kind': expected 'rubric' or 'debate', got {kind!r}")
 
 
 def load_rubric(name_or_path: str | Path) -> Rubric:

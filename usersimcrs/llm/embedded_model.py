@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 from usersimcrs.errors import ConfigError
 
@@ -42,10 +43,11 @@ def default_model_path() -> Path:
     return target
 
 
-def _size_matches(path: Path, package: object) -> bool:
-    """Cheap integrity check of an assembled file: its size equals the sum of the chunks."""
+def _size_matches(path: Path, package: Any) -> bool:
+    """Cheap integrity check of an assembled file: its size equals the sum of the chunks
+    (`package` is the model package's module, untyped)."""
     try:
-        expected = sum(p.stat().st_size for p in package.chunk_paths())  # type: ignore[attr-defined]
+        expected = sum(p.stat().st_size for p in package.chunk_paths())
     except (OSError, AttributeError):
         return True
     return path.stat().st_size == expected

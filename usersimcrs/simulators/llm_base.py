@@ -58,12 +58,12 @@ class LLMUserSimulator(UserSimulator):
     """Base of the LLM simulators: loads its prompt data and calls `context.llm("simulator")`."""
 
     Config: ClassVar[type[SimulatorConfig]] = LLMSimulatorConfig
+    config: LLMSimulatorConfig
     prompt_name: ClassVar[str] = ""
     base_prompts: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: LLMSimulatorConfig, context: RunContext, profile: UserProfile, seed: int) -> None:
         super().__init__(config, context, profile, seed)
-        self.config: LLMSimulatorConfig = config
         base: dict[str, Any] = {}
         for name in (*self.base_prompts, self.prompt_name):
             base.update(load_prompt(name))

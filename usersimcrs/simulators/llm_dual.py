@@ -54,11 +54,12 @@ class DualPromptSimulator(SinglePromptSimulator):
     """Decides whether to stop with its own prompt, otherwise generates like `llm_single`."""
 
     Config: ClassVar[type[DualPromptConfig]] = DualPromptConfig
+    config: DualPromptConfig
     prompt_name: ClassVar[str] = "simulators/llm_dual"
     base_prompts: ClassVar[tuple[str, ...]] = ("simulators/llm_single",)
 
     async def respond(self, dialogue: Dialogue) -> Utterance | Stop:
-        cfg: DualPromptConfig = self.config  # type: ignore[assignment]
+        cfg = self.config
         turn = user_turn_count(dialogue)
         decision: dict[str, Any] | None = None
         if turn >= cfg.min_turns:

@@ -44,6 +44,7 @@ class SinglePromptSimulator(LLMUserSimulator):
     """Generates each user turn from one prompt; stops when the model says so."""
 
     Config: ClassVar[type[SinglePromptConfig]] = SinglePromptConfig
+    config: SinglePromptConfig
     prompt_name: ClassVar[str] = "simulators/llm_single"
 
     async def start(self) -> Utterance | None:
@@ -70,7 +71,7 @@ class SinglePromptSimulator(LLMUserSimulator):
 
     def variables(self) -> dict[str, Any]:
         """Values for the prompt's placeholders that do not depend on the history."""
-        cfg: SinglePromptConfig = self.config  # type: ignore[assignment]
+        cfg = self.config
         sections = self.prompt.get("sections", {})
         mode = "structured" if cfg.structured else "text"
         persona = render_persona(self.profile.persona) if cfg.show_persona else ""
@@ -97,7 +98,7 @@ class SinglePromptSimulator(LLMUserSimulator):
 
     def examples(self) -> str:
         """Few-shot example conversations (empty in the default zero-shot setting)."""
-        cfg: SinglePromptConfig = self.config  # type: ignore[assignment]
+        cfg = self.config
         if not cfg.few_shot_file or cfg.few_shot_dialogues <= 0:
             return ""
         path = cfg.few_shot_file

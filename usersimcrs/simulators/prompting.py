@@ -99,7 +99,8 @@ def render_need(need: InformationNeed, items: ItemCollection | None = None, *, s
 
 def render_preferences(prefs: Preferences, *, per_slot: int = 3) -> str:
     """The user's strongest liked and disliked slot values, one line each."""
-    liked, disliked = [], []
+    liked: list[str] = []
+    disliked: list[str] = []
     for slot, values in prefs.slots.items():
         ranked = sorted(values.items(), key=lambda vs: (-vs[1], vs[0]))
         liked.extend(f"{v} ({slot})" for v, s in ranked[:per_slot] if s > 0)

@@ -109,7 +109,8 @@ class TargetBiasedSimulator(LLMUserSimulator):
         cfg = self.cfg
         if not targets or (cfg.selected_count is None and cfg.selected_share is None):
             return list(targets), []
-        count = cfg.selected_count or max(1, round(cfg.selected_share * len(targets)))  # type: ignore[operator]
+        share = cfg.selected_share or 0.0
+        count = cfg.selected_count or max(1, round(share * len(targets)))
         chosen = set(self.rng.sample(range(len(targets)), min(count, len(targets))))
         return [t for i, t in enumerate(targets) if i in chosen], [t for i, t in enumerate(targets) if i not in chosen]
 

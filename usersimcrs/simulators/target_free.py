@@ -344,10 +344,10 @@ def read_verdicts(result: LLMResult, count: int) -> dict[int, dict[str, Any]]:
         head, _, rest = line.strip().partition(".")
         if head.isdigit() and 1 <= int(head) <= count and int(head) not in out:
             words = rest.strip().lower()
-            verdict = "dislike" if words.startswith("dislike") else "like" if words.startswith("like") else None
-            if verdict:
+            said = "dislike" if words.startswith("dislike") else "like" if words.startswith("like") else None
+            if said:
                 reason = rest.split("-", 1)[1].strip() if "-" in rest else ""
-                out[int(head)] = {"verdict": verdict, "reason": reason[:300], "source": "llm"}
+                out[int(head)] = {"verdict": said, "reason": reason[:300], "source": "llm"}
     return out
 
 

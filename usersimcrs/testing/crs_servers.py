@@ -344,6 +344,7 @@ class MovieBotApp(ProtocolApp):
             session["turns"] += 1
             log.info["session_turns"] = session["turns"]
             log.info["open_sessions"] = len(self.sessions)
+            message: dict[str, Any]
             if text.lower() == "/start":
                 message = {"intent": "WELCOME", "text": self.WELCOME}
             else:
@@ -356,7 +357,11 @@ class MovieBotApp(ProtocolApp):
                     log.items = [m.bare_title() for m in movies]
                     if movies:
                         offers = " ".join(f"Do you like: {m.bare_title()} {m.rating} {m.minutes} min" for m in movies)
-                        message = {"intent": "REVEAL.RECOMMEND", "text": offers, "attachment": self.buttons()}
+                        message = {
+                            "intent": "REVEAL.RECOMMEND",
+                            "text": offers,
+                            "attachment": self.buttons(),
+                        }
                     else:
                         message = {"intent": "REVEAL.NONE", "text": "Sorry, I have no more movies like that."}
                 else:

@@ -154,7 +154,7 @@ class LLMServer:
         self.models = list(models)
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
-        self._replies: ReplySource | None = None
+        self._replies: Callable[[dict[str, Any]], str | None] | None = None
         self._reply_queue: list[str] = []
         self._fault_script: list[str | None] = []
         self._fault_share: dict[str, float] = {}

@@ -138,7 +138,7 @@ class GeneratedProfiles:
             raise DataError("profiles: cannot generate a need: the item collection is empty")
         cfg = self.config
         ids = self.items.ids()
-        item = self.items.get(ids[rng.randrange(len(ids))])
+        item = self.items.require(ids[rng.randrange(len(ids))])
         need = need_for_targets(
             item, [], constraint_slots=cfg.constraint_slots, requestable_slots=cfg.requestable_slots, rng=rng
         )

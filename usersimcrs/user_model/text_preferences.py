@@ -86,8 +86,9 @@ def general_preference_narrative(
     max_lines: int = 4,
 ) -> str:
     """A short second-person description of the user's taste, from seen items only."""
-    liked = [s for s in seen if _score(s, prefs) is not None and _score(s, prefs) >= like_threshold]
-    disliked = [s for s in seen if _score(s, prefs) is not None and _score(s, prefs) <= dislike_threshold]
+    scored = [(s, score) for s in seen if (score := _score(s, prefs)) is not None]
+    liked = [s for s, score in scored if score >= like_threshold]
+    disliked = [s for s, score in scored if score <= dislike_threshold]
     liked.sort(key=lambda s: (-(_score(s, prefs) or 0), s.item.title or ""))
     disliked.sort(key=lambda s: ((_score(s, prefs) or 0), s.item.title or ""))
     sentences: list[str] = []

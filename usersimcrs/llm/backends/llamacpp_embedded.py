@@ -34,8 +34,13 @@ def grammar_schema(schema: Any) -> Any:
         return schema
     tightened = {key: grammar_schema(value) for key, value in schema.items()}
     low, high = schema.get("minimum"), schema.get("maximum")
-    bounded = schema.get("type") == "integer" and "enum" not in schema and low is not None and high is not None
-    if bounded and 0 <= high - low <= MAX_ENUM_RANGE:
+    bounded = schema.get("type") == "integer" and "enum" not in schema
+    if (
+        bounded
+        and isinstance(low, (int, float))
+        and isinstance(high, (int, float))
+        and 0 <= high - low <= MAX_ENUM_RANGE
+    ):
         tightened = {k: v for k, v in tightened.items() if k not in ("type", "minimum", "maximum")}
         tightened["enum"] = list(range(int(low), int(high) + 1))
     return tightened

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -63,7 +64,7 @@ def load_domain(path: str | Path) -> Domain:
     return load_yaml_model(path, Domain)
 
 
-def domain_from_items(items: ItemCollection | None, extra_slots: list[str] = ()) -> Domain:  # type: ignore[assignment]
+def domain_from_items(items: ItemCollection | None, extra_slots: Sequence[str] = ()) -> Domain:
     """A domain when none is configured: TITLE plus every item attribute and the need's slots."""
     slots = ["TITLE"]
     if items is not None:
