@@ -18,8 +18,6 @@ from usersimcrs.engine import preflight
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.plugins import RunPlugins
 from usersimcrs.engine.runner import DIALOGUES, run_async
-from usersimcrs.pipeline.report import report as write_report
-from usersimcrs.pipeline.score import score
 from usersimcrs.runtime.context import RunContext
 
 
@@ -74,6 +72,9 @@ async def simulate_async(
     failures = summarize_failures_file(output / DIALOGUES)
     report_path = None
     if report:  # metrics first, so the report shows them as `usersimcrs metrics` computes them
+        from usersimcrs.pipeline.report import report as write_report  # pandas & co only when asked
+        from usersimcrs.pipeline.score import score
+
         score(output)
         report_path = write_report(output)
     return SimulationResult(
