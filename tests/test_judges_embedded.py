@@ -45,6 +45,7 @@ def test_embedded_model_gives_a_valid_score_and_the_estimate_is_close(embedded_m
     assert judgment.status == "ok", judgment.error
     assert 1 <= judgment.value <= 5 and judgment.value == int(judgment.value)
     assert judgment.usage.prompt_tokens > 0 and judgment.usage.completion_tokens > 0
-    messages = criterion_messages(judge.rubric, judge.criteria[0], ConversationView.from_dialogue(dialogue))
+    view = ConversationView.from_dialogue(dialogue)
+    messages = criterion_messages(judge.rubric, judge.criteria[0], view, layout=judge.layout_for(view, None))
     estimate = prompt_tokens(messages)
     assert abs(estimate - judgment.usage.prompt_tokens) / judgment.usage.prompt_tokens < 0.2
