@@ -25,6 +25,7 @@ from pydantic import Field
 
 from crs_connectors.base import ConnectorConfig
 from usersimcrs.core.env_headers import headers_from_env
+from usersimcrs.core.loop_session import LoopSession
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy, parse_retry_after
 from usersimcrs.errors import ConnectorError
 
@@ -107,59 +108,30 @@ class CRSPool:
 
     def __init__(self, connections: int = 0) -> None:
         self.connections = max(0, connections)  # 0: no cap (the engine's concurrency bounds it)
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sessions = LoopSession(self._new_session)
 
-    def session(self) -> aiohttp.ClientSession:
-        """The session of the running loop (made on first use there; a stale one is dropped)."""
-        loop = asyncio.get_running_loop()
-        session = self._session
-        if session is not None and self._loop is loop and not session.closed:
-            return session
+    def _new_session(self) -> aiohttp.ClientSession:
         import aiohttp
 
-        if session is not None and self._loop is not loop:
-            _drop(session)
         connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=0, enable_cleanup_closed=False)
-        self._session = aiohttp.ClientSession(
+        return aiohttp.ClientSession(
             connector=connector,
             cookie_jar=aiohttp.DummyCookieJar(),  # cookies are per conversation, never per pool
             timeout=aiohttp.ClientTimeout(total=None),  # the transport's asyncio.timeout bounds each attempt
             auto_decompress=True,
         )
-        self._loop = loop
-        return self._session
+
+    def session(self) -> aiohttp.ClientSession:
+        """The session of the running loop (made on first use there; a stale one is dropped)."""
+        return self._sessions.get()
 
     async def aclose(self) -> None:
         """Close the session if it belongs to the running loop, else just let go of it."""
-        session, loop = self._session, self._loop
-        self._session, self._loop = None, None
-        if session is None or session.closed:
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if loop is running:
-            await session.close()
-        else:
-            _drop(session)
+        await self._sessions.aclose()
 
     def __del__(self) -> None:
         # a pool its owner never closed (e.g. a probe that gave up early) goes quietly, like an httpx client
-        if self._session is not None and not self._session.closed:
-            _drop(self._session)
-
-
-def _drop(session: aiohttp.ClientSession) -> None:
-    """Let go of a session whose loop has ended: detach it and close its connector synchronously."""
-    connector = session.connector
-    session.detach()  # marks the session closed, so it warns about nothing when collected
-    if connector is not None and not connector.closed:
-        try:
-            connector._close()
-        except RuntimeError:  # its loop is already closed: the sockets go with the process
-            pass
+        self._sessions.let_go()
 
 
 class HTTPTransport:

@@ -12,13 +12,13 @@ when a later `asyncio.run` brings another loop (the old one is detached without 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 
+from usersimcrs.core.loop_session import LoopSession
 from usersimcrs.core.retry import parse_retry_after
 from usersimcrs.errors import LLMError
 from usersimcrs.llm.failures import TransientLLMError, status_error
@@ -46,21 +46,17 @@ class LeanHTTP:
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s)
         self.headers = {"Content-Type": "application/json", "Accept": "application/json", **headers}
         self.secrets = secrets
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sessions = LoopSession(self._new_session)
+
+    def _new_session(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=0, enable_cleanup_closed=False)
+        return aiohttp.ClientSession(
+            connector=connector, headers=self.headers, timeout=self.timeout, auto_decompress=True
+        )
 
     def session(self) -> aiohttp.ClientSession:
         """The session of the running loop (made on first use there; a stale one is dropped)."""
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop or self._session.closed:
-            if self._session is not None and self._loop is not loop:
-                _drop(self._session)
-            connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=0, enable_cleanup_closed=False)
-            self._session = aiohttp.ClientSession(
-                connector=connector, headers=self.headers, timeout=self.timeout, auto_decompress=True
-            )
-            self._loop = loop
-        return self._session
+        return self._sessions.get()
 
     async def post(self, url: str, payload: dict[str, Any]) -> LeanReply:
         """POST `payload` as JSON; connection trouble and timeouts come out as TransientLLMError."""
@@ -91,18 +87,7 @@ class LeanHTTP:
 
     async def aclose(self) -> None:
         """Close the session if it belongs to the running loop, else just let go of it."""
-        session, loop = self._session, self._loop
-        self._session, self._loop = None, None
-        if session is None or session.closed:
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if loop is running:
-            await session.close()
-        else:
-            _drop(session)
+        await self._sessions.aclose()
 
 
 def decode_json(backend: str, body: bytes) -> Any:
@@ -111,11 +96,3 @@ def decode_json(backend: str, body: bytes) -> Any:
         return json.loads(body)
     except ValueError as exc:
         raise TransientLLMError(f"{backend}: malformed response body ({type(exc).__name__})") from None
-
-
-def _drop(session: aiohttp.ClientSession) -> None:
-    """Let go of a session whose loop has ended: detach it and close its connector synchronously."""
-    connector = session.connector
-    session.detach()  # marks the session closed, so it warns about nothing when collected
-    if connector is not None and not connector.closed:
-        connector._close()
