@@ -258,22 +258,9 @@ async def ask_score(
     model = model_key(llm)
     last = ParsedScore(None, "", "parse_error", "no attempt made")
     for attempt in range(1, max_attempts + 1):
-        try:
-            result = await llm.complete(
-                conversation,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                seed=seed,
-                schema=spec.schema(),
-                component=component,
-            )
-        except PermanentLLMError as exc:
-            raise permanent_failure(llm, exc) from None
-        except UserError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a transient backend failure is recorded, not raised
-            error = f"{type(exc).__name__}: {exc}"[:500]
-            return ScoreOutcome(None, "", "llm_error", error, usage, attempt, model, replies)
+        result = await _call(llm, conversation, temperature, max_tokens, seed, spec.schema(), component)
+        if isinstance(result, str):  # a transient backend failure is recorded, not raised
+            return ScoreOutcome(None, "", "llm_error", result, usage, attempt, model, replies)
         usage = usage + _usage_of(result)
         model = model_key(result) or model
         replies.append(result.text)
@@ -327,21 +314,9 @@ async def ask_batch(
     results: dict[str, ParsedScore] = {n: ParsedScore(None, "", "parse_error", "no attempt made") for n in names}
     attempt = 0
     for attempt in range(1, max_attempts + 1):
-        try:
-            result = await llm.complete(
-                conversation,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                seed=seed,
-                schema=batch.schema(),
-                component=component,
-            )
-        except PermanentLLMError as exc:
-            raise permanent_failure(llm, exc) from None
-        except UserError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a transient backend failure is recorded, not raised
-            error = f"{type(exc).__name__}: {exc}"[:500]
+        result = await _call(llm, conversation, temperature, max_tokens, seed, batch.schema(), component)
+        if isinstance(result, str):  # a transient backend failure is recorded, not raised
+            error = result
             for name in names:
                 if results[name].status != "ok":
                     results[name] = ParsedScore(None, "", "llm_error", error)
@@ -373,3 +348,26 @@ async def ask_batch(
             ),
         ]
     return BatchOutcome(results, usage, attempt, model, replies)
+
+
+async def _call(
+    llm: LLM,
+    conversation: list[Message],
+    temperature: float,
+    max_tokens: int,
+    seed: int | None,
+    schema: dict[str, Any],
+    component: str,
+) -> LLMResult | str:
+    """One judge call: a permanent failure (bad key, unknown model) is raised and stops the run; a
+    transient one comes back as its one-line reason, recorded on the judgment."""
+    try:
+        return await llm.complete(
+            conversation, temperature=temperature, max_tokens=max_tokens, seed=seed, schema=schema, component=component
+        )
+    except PermanentLLMError as exc:
+        raise permanent_failure(llm, exc) from None
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - transient: the caller records it
+        return f"{type(exc).__name__}: {exc}"[:500]
