@@ -148,8 +148,10 @@ async def iter_conversations_ray(
             for record in result.dialogues:
                 yield Dialogue.model_validate(record)
     finally:
+        # a plain cancel: pending tasks are dropped, running ones interrupted in their worker; a forced
+        # cancel kills worker processes mid-call, which can take the local Ray node (and the driver) down
         for future, ref in futures.items():
             if not future.done():
-                ray.cancel(ref, force=True)
+                ray.cancel(ref)
         if started_here:
             ray.shutdown()
