@@ -258,3 +258,44 @@ def test_mixed_faults_every_request_ends_accounted_for(tmp_path):
     assert all(isinstance(o.parsed["n"], int) for o in good) and len(good) >= 105
     assert summary["calls"] == 120 and summary["errors"] == len(failed) + len(unparsed)
     assert summary["retries"] == counters["chat"] - 120 and summary["retries"] >= 20
+
+
+CUT_SCHEMA = {
+    "type": "object",
+    "properties": {"end": {"type": "boolean"}, "utterance": {"type": "string"}},
+    "required": ["end", "utterance"],
+}
+
+
+@pytest.mark.parametrize("backend", ["openai", "ollama"])
+def test_answer_cut_at_the_token_cap_is_closed_and_kept_without_a_retry(backend, tmp_path):
+    reply = '{"end": false, "utterance": "something tense and dark, like a night drive through the city"}'
+    with LLMServer(replies=[reply] * 3) as server:
+        provider = LLMProvider(server.config(backend, cache=False, backoff_s=5.0))
+
+        async def ask():
+            result = await provider.get("simulator").complete(ASK, schema=CUT_SCHEMA, max_tokens=6)
+            await provider.aclose()
+            return result
+
+        result = run(ask())
+        assert server.counters["chat"] == 1  # a retry at the same cap would be cut off again
+    assert result.truncated and result.parse_error is None
+    assert result.parsed == {"end": False, "utterance": "something tense and"}
+    assert provider.usage_summary()["retries"] == 0
+
+
+def test_unparseable_answer_is_resampled_at_once_not_after_a_backoff(tmp_path):
+    with LLMServer(replies=["I would say yes.", "still prose", '{"ok": true}']) as server:
+        provider = LLMProvider(server.config("openai", cache=False, retries=2, backoff_s=30.0))
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+
+        async def ask():
+            started = asyncio.get_running_loop().time()
+            result = await provider.get("judge").complete(ASK, schema=schema)
+            await provider.aclose()
+            return result, asyncio.get_running_loop().time() - started
+
+        (result, elapsed) = run(ask())
+    assert result.parsed == {"ok": True} and not result.truncated
+    assert provider.usage_summary()["retries"] == 2 and elapsed < 10  # a 30 s backoff would have been waited twice

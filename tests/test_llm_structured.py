@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from usersimcrs.llm.structured import StructuredOutputError, json_candidates, parse_structured, validate
+from usersimcrs.llm.structured import (
+    StructuredOutputError,
+    close_truncated,
+    json_candidates,
+    parse_structured,
+    validate,
+)
 
 RATING = {
     "type": "object",
@@ -65,3 +71,36 @@ def test_validator_subset():
     assert validate("c", {"anyOf": [{"const": "a"}, {"const": "b"}]})
     assert validate({"a": 1}, {"additionalProperties": {"type": "string"}})
     assert validate([], {"type": "array", "minItems": 1})
+
+
+UTTERANCE = {
+    "type": "object",
+    "properties": {"end": {"type": "boolean"}, "utterance": {"type": "string"}},
+    "required": ["end", "utterance"],
+}
+
+
+def test_cut_off_json_is_closed_around_whole_values_only():
+    assert close_truncated('{"end": false, "utterance": "a film with a genre: drama,', UTTERANCE) == {
+        "end": False,
+        "utterance": "a film with a genre: drama,",
+    }
+    assert close_truncated('Sure! {"score": 4, "reason": "good pac', RATING) == {"score": 4, "reason": "good pac"}
+    assert close_truncated('{"score": 3, "tags": ["fun"', RATING) == {"score": 3, "tags": ["fun"]}
+    with pytest.raises(StructuredOutputError, match="not in"):  # a cut string still has to pass the schema
+        close_truncated('{"score": 3, "tags": ["fun", "sl', RATING)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"utterance": "a film with a gen', "missing required 'end'"),  # the flag never written
+        ('{"score": 1', "missing required 'score'"),  # a half-written number is not guessed (1 of 10?)
+        ('{"end": tr', "missing required 'end'"),  # nor a half-written literal
+        ("no JSON at all", "no JSON value"),
+    ],
+)
+def test_cut_off_json_that_lacks_a_required_value_is_refused(text, problem):
+    schema = UTTERANCE if "utterance" in text or "end" in text else RATING
+    with pytest.raises(StructuredOutputError, match=problem):
+        close_truncated(text, schema)

@@ -55,7 +55,7 @@ class RetryPolicy:
 
     def delay(self, retry: int, rng: random.Random, retry_after_s: float | None = None) -> float:
         """Seconds before retry `retry` (1-based): the server's Retry-After (capped) or seeded backoff."""
-        if retry_after_s:
+        if retry_after_s is not None:  # 0 retries at once (a resample after an unparseable answer)
             return min(self.cap_s, retry_after_s)
         exponential = min(self.cap_s, self.base_s * (2 ** (retry - 1)))
         return exponential / 2 + rng.uniform(0, exponential / 2)

@@ -24,6 +24,7 @@ class LLMResult(BaseModel):
 
     text: str
     parsed: Any = None
+    truncated: bool = Field(False, description="structured output cut off at max_tokens, closed, then validated")
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
     cached: bool = False

@@ -32,6 +32,7 @@ class CachedReply(BaseModel):
 
     text: str
     parsed: Any = None
+    truncated: bool = False
     usage: Usage = Usage()
     model: str = ""
     backend: str = ""

@@ -19,7 +19,7 @@ from usersimcrs.llm.cache import CachedReply, ResponseCache, cache_key, is_cache
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, shorten
 from usersimcrs.llm.loops import PerLoop
-from usersimcrs.llm.structured import StructuredOutputError, parse_structured
+from usersimcrs.llm.structured import StructuredOutputError, close_truncated, parse_structured
 from usersimcrs.llm.usage import UsageTracker
 
 log = logging.getLogger("usersimcrs.llm")
@@ -133,6 +133,7 @@ class ManagedLLM(LLM):
                 return LLMResult(
                     text=hit.text,
                     parsed=hit.parsed,
+                    truncated=hit.truncated,
                     usage=hit.usage,
                     cached=True,
                     model=self.model,
@@ -154,7 +155,12 @@ class ManagedLLM(LLM):
             cache.put(
                 key.value,
                 CachedReply(
-                    text=result.text, parsed=result.parsed, usage=result.usage, model=self.model, backend=self.backend
+                    text=result.text,
+                    parsed=result.parsed,
+                    truncated=result.truncated,
+                    usage=result.usage,
+                    model=self.model,
+                    backend=self.backend,
                 ),
             )
         return result
@@ -210,13 +216,27 @@ class ManagedLLM(LLM):
                 raise RetryableFailure(state.failure)
             if schema is None:
                 return LLMResult(text=raw.text, usage=state.spent, model=self.model, backend=self.backend)
+            truncated = False
             try:
                 parsed = parse_structured(raw.text, schema)
             except StructuredOutputError as exc:
-                state.parse_error, state.unparsed_text = str(exc), raw.text
-                state.failure = f"{self.backend}: unparseable structured output ({exc})"
-                raise RetryableFailure(state.failure) from None
-            return LLMResult(text=raw.text, parsed=parsed, usage=state.spent, model=self.model, backend=self.backend)
+                # cut off at the token limit: a retry with the same limit would be cut off again
+                try:
+                    if raw.usage.completion_tokens < max_tokens:
+                        raise exc
+                    parsed, truncated = close_truncated(raw.text, schema), True
+                except StructuredOutputError:
+                    state.parse_error, state.unparsed_text = str(exc), raw.text
+                    state.failure = f"{self.backend}: unparseable structured output ({exc})"
+                    raise RetryableFailure(state.failure, retry_after_s=0.0) from None  # nothing to wait for
+            return LLMResult(
+                text=raw.text,
+                parsed=parsed,
+                truncated=truncated,
+                usage=state.spent,
+                model=self.model,
+                backend=self.backend,
+            )
 
         try:
             return await policy.run(attempt, rng=rng, on_retry=on_retry)

@@ -4,6 +4,10 @@ Models (especially small or unconstrained ones) wrap JSON in code fences or pros
 is tolerant, the validation is strict for the subset of JSON Schema the toolkit's prompts use
 (type, properties, required, additionalProperties, enum, const, items, min/max bounds and lengths,
 anyOf/oneOf).
+
+A completion cut off at its token limit leaves unclosed JSON; `close_truncated` closes open strings,
+objects and arrays (never a half-written number or literal) and accepts the result only if it
+validates, so a length cap costs a shorter answer rather than a retry of the same doomed call.
 """
 
 from __future__ import annotations
@@ -33,6 +37,23 @@ def parse_structured(text: str, schema: dict[str, Any]) -> Any:
     if first_problem is None:
         raise StructuredOutputError("no JSON value in completion")
     raise StructuredOutputError(f"JSON does not match schema: {first_problem}")
+
+
+def close_truncated(text: str, schema: dict[str, Any]) -> Any:
+    """The JSON value begun in `text` and cut off, closed and checked against `schema`; raise if it fails."""
+    from partial_json_parser import Allow, loads
+
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        raise StructuredOutputError("no JSON value in completion")
+    try:
+        value = loads(text[min(starts) :], Allow.STR | Allow.OBJ | Allow.ARR)
+    except Exception as exc:  # noqa: BLE001 - the parser raises several types for text it cannot close
+        raise StructuredOutputError(f"cut-off JSON could not be closed ({type(exc).__name__})") from None
+    problems = validate(value, schema)
+    if problems:
+        raise StructuredOutputError(f"cut-off JSON does not match schema: {problems[0]}")
+    return value
 
 
 def json_candidates(text: str) -> list[Any]:

@@ -21,9 +21,11 @@ DEFAULT_LABELS = {USER: "USER", AGENT: "RECOMMENDER"}
 _VARIABLE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _WS = re.compile(r"[ \t]+")
 
+# the short flag before the free text: constrained decoders write properties in schema order, so an
+# answer cut off at max_tokens still holds a decision and an utterance it can be closed around
 UTTERANCE_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"utterance": {"type": "string"}, "end": {"type": "boolean"}},
+    "properties": {"end": {"type": "boolean"}, "utterance": {"type": "string"}},
     "required": ["utterance", "end"],
     "additionalProperties": False,
 }

@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import json
 import random
+import re
 import signal
 import socket
 import struct
@@ -122,6 +123,24 @@ def default_reply(protocol: str, body: dict[str, Any]) -> str:
 def count_tokens(text: str) -> int:
     """A crude token count (whitespace words) for the usage fields."""
     return len(str(text).split())
+
+
+def token_cap(protocol: str, body: dict[str, Any]) -> int | None:
+    """The completion token cap a chat request sets (OpenAI max_tokens / max_completion_tokens, Ollama num_predict)."""
+    if protocol == "openai":
+        cap = body.get("max_completion_tokens", body.get("max_tokens"))
+    else:
+        cap = (body.get("options") or {}).get("num_predict")
+    return int(cap) if isinstance(cap, (int, float)) and cap > 0 else None
+
+
+def cut_at_token_cap(text: str, cap: int | None) -> tuple[str, str]:
+    """`text` cut after `cap` tokens (whitespace words, as counted in usage) and the finish reason, as servers do."""
+    if cap is None or count_tokens(text) <= cap:
+        return text, "stop"
+    words = re.finditer(r"\S+", text)
+    end = [m.end() for _, m in zip(range(cap), words, strict=False)][-1]
+    return text[:end], "length"
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:
@@ -424,13 +443,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def _chat_answer(protocol: str, body: dict[str, Any], text: str) -> tuple[bytes, str]:
-        """The body and content type of a successful chat reply in `protocol`."""
+        """The body and content type of a successful chat reply in `protocol`, cut at the request's token cap."""
+        text, finish = cut_at_token_cap(text, token_cap(protocol, body))
         if protocol == "openai":
-            return json.dumps(_openai_reply(body, text)).encode("utf-8"), "application/json"
+            reply = _openai_reply(body, text)
+            reply["choices"][0]["finish_reason"] = finish
+            return json.dumps(reply).encode("utf-8"), "application/json"
         if body.get("stream"):
             lines = _ollama_stream(body, text)
+            lines[-1]["done_reason"] = finish
             return "".join(json.dumps(line) + "\n" for line in lines).encode("utf-8"), "application/x-ndjson"
-        return json.dumps(_ollama_reply(body, text)).encode("utf-8"), "application/json"
+        reply = _ollama_reply(body, text)
+        reply["done_reason"] = finish
+        return json.dumps(reply).encode("utf-8"), "application/json"
 
     # -- writing ---------------------------------------------------------------------------
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
