@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,6 +68,17 @@ def run_figures(r: RunFigures, concurrency: int, latency_s: float) -> dict[str, 
     }
 
 
+def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's figures, or for several: the median of each figure, with every run's headline values listed."""
+    if len(runs) == 1:
+        return runs[0]
+    out: dict[str, Any] = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    out["repeats"] = len(runs)
+    for key in ("efficiency", "cpu_ms_per_llm_call", "cpu_ms_per_conversation"):
+        out[f"{key}_runs"] = [run[key] for run in runs]
+    return out
+
+
 def high_concurrency_runs(
     llm_url: str,
     crs_url: str,
@@ -77,8 +89,11 @@ def high_concurrency_runs(
     per_slot: int,
     minimum: int = 1_000,
     latency_s: float = LATENCY_MS / 1000,
+    repeats: dict[str, int] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """For each client and C: one run of max(minimum, per_slot * C) conversations after a small warm-up."""
+    """For each client and C: max(minimum, per_slot * C) conversations after a small warm-up, run
+    `repeats[client]` times (default once; several: the median of each figure, as B1 at C <= 64 does,
+    because CPU per call moves by about 10% between runs on a shared 2-core machine)."""
     out: dict[str, dict[str, Any]] = {}
     for client in clients:
         warm = llm_user_config(llm_url, conversations=16, concurrency=8, client=client, crs_url=crs_url)
@@ -87,7 +102,11 @@ def high_concurrency_runs(
         for c in concurrency:
             n = max(minimum, per_slot * c)
             config = llm_user_config(llm_url, conversations=n, concurrency=c, client=client, crs_url=crs_url)
-            out[client][f"C={c}"] = run_figures(timed_run(config, work / f"hc-{client}-c{c}"), c, latency_s)
+            runs = [
+                run_figures(timed_run(config, work / f"hc-{client}-c{c}"), c, latency_s)
+                for _ in range(max(1, (repeats or {}).get(client, 1)))
+            ]
+            out[client][f"C={c}"] = median_figures(runs)
     return out
 
 
@@ -98,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-slot", type=int, default=8)
     parser.add_argument("--client", nargs="+", default=["aiohttp", "official"])
     parser.add_argument("--latency-ms", type=float, default=LATENCY_MS)
+    parser.add_argument("--repeats", type=int, default=1, help="runs per client and C (median of each figure)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="usersimcrs-hc-"))
     with llm_server(args.latency_ms) as llm_url, crs_server() as crs_url:
@@ -110,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             per_slot=args.per_slot,
             minimum=args.conversations,
             latency_s=args.latency_ms / 1000,
+            repeats={client: args.repeats for client in args.client},
         )
     print(json.dumps(figures, indent=2))
     return 0

@@ -39,6 +39,7 @@ class Sizes:
     per_slot: int = 16  # B1: at least this many conversations per concurrency slot
     high_conversations: int = 1_024  # B1 at C = 128 / 256: at least this many conversations per run
     high_per_slot: int = 8  # ... and at least this many per slot
+    high_repeats: int = 1  # ... runs of the default client at each C (median)
 
 
 QUICK = Sizes(
@@ -57,6 +58,7 @@ FULL = Sizes(
     judged_conversations=10,
     retrieval_c1_conversations=100,
     high_conversations=2_048,  # 16 per slot at C = 128: the ramp-down at the end weighs half as much as in --quick
+    high_repeats=3,
 )
 
 
@@ -223,6 +225,7 @@ def high_concurrency_figures(llm_url: str, crs_url: str, sizes: Sizes, work: Pat
         per_slot=sizes.high_per_slot,
         minimum=sizes.high_conversations,
         latency_s=HIGH_LATENCY_S,
+        repeats={DEFAULT_CLIENT: sizes.high_repeats},
     )
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import random
 import time
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import Field
 
 from crs_connectors.base import ConnectorConfig
+from usersimcrs.core import wire_json
 from usersimcrs.core.env_headers import headers_from_env
 from usersimcrs.core.loop_session import LoopSession
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy, parse_retry_after
@@ -75,8 +75,8 @@ class HTTPAnswer:
     def json(self) -> Any:
         """The body as JSON; a non-JSON body is a retryable 'non-JSON reply'."""
         try:
-            return json.loads(self.body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            return wire_json.decode(self.body)
+        except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
             raise Retryable("non-JSON reply") from None
 
 
@@ -226,7 +226,7 @@ class HTTPTransport:
         headers = self._request_headers
         if json_body is not None and "Content-Type" not in headers:
             headers = {**headers, "Content-Type": "application/json"}
-        content = None if json_body is None else json.dumps(json_body).encode("utf-8")
+        content = None if json_body is None else wire_json.encode(json_body)
         if self._httpx_client is not None:
             return await self._attempt_httpx(method, url, headers, content)
         return await self._attempt_aiohttp(method, url, headers, content)

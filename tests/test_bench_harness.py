@@ -8,7 +8,7 @@ from pathlib import Path
 
 from benchmarks.first_conversation import first_line_seen
 from benchmarks.harness import table
-from benchmarks.high_concurrency import crs_server, high_concurrency_runs
+from benchmarks.high_concurrency import crs_server, high_concurrency_runs, median_figures
 from benchmarks.judge_cost import prefix_reuse
 from benchmarks.scenarios import DEFAULT_CLIENT, Scenario, b1_efficiency, b1_high_rows, timed_run
 from benchmarks.server import llm_server
@@ -67,6 +67,17 @@ def test_high_concurrency_figures_are_per_call_costs_and_ratios_of_one_run(tmp_p
     assert at["cpu_ms_per_conversation"] > at["cpu_ms_per_llm_call"] > 0 and 0 < at["efficiency"] <= 1.5
     rows = b1_high_rows({"aiohttp": {"C=128": at}})
     assert [r.key for r in rows] == ["B1-128", "B1-cpu", "B1-conv"] and all("aiohttp" in r.headline for r in rows)
+
+
+def test_repeated_runs_report_the_median_of_each_figure_and_every_run():
+    runs = [
+        {"efficiency": e, "cpu_ms_per_llm_call": c, "cpu_ms_per_conversation": c * 4, "wall_s": w}
+        for e, c, w in [(0.80, 1.2, 9.0), (0.90, 0.9, 8.0), (0.85, 1.0, 8.5)]
+    ]
+    merged = median_figures(runs)
+    assert merged["efficiency"] == 0.85 and merged["cpu_ms_per_llm_call"] == 1.0 and merged["wall_s"] == 8.5
+    assert merged["repeats"] == 3 and merged["cpu_ms_per_llm_call_runs"] == [1.2, 0.9, 1.0]
+    assert median_figures(runs[:1]) == runs[0]
 
 
 def test_time_to_first_conversation_waits_for_a_complete_line(tmp_path):

@@ -70,7 +70,14 @@ class SinglePromptSimulator(LLMUserSimulator):
     # -- prompt -------------------------------------------------------------------------------
 
     def variables(self) -> dict[str, Any]:
-        """Values for the prompt's placeholders that do not depend on the history."""
+        """Values for the prompt's placeholders that do not depend on the history, rendered once per
+        conversation (the profile does not change during it; callers copy before adding to them)."""
+        rendered = self.__dict__.get("_variables")
+        if rendered is None:
+            rendered = self.__dict__["_variables"] = self._render_variables()
+        return rendered
+
+    def _render_variables(self) -> dict[str, Any]:
         cfg = self.config
         sections = self.prompt.get("sections", {})
         mode = "structured" if cfg.structured else "text"

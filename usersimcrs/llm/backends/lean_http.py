@@ -12,12 +12,12 @@ when a later `asyncio.run` brings another loop (the old one is detached without 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 
+from usersimcrs.core import wire_json
 from usersimcrs.core.loop_session import LoopSession
 from usersimcrs.core.retry import parse_retry_after
 from usersimcrs.errors import LLMError
@@ -43,7 +43,9 @@ class LeanHTTP:
     ) -> None:
         self.backend = backend
         self.connections = max(1, connections)
-        self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s)
+        # reads are bounded by the per-attempt asyncio.timeout of the LLM layer; a per-read timer here
+        # would be re-armed on every chunk of every reply for nothing
+        self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout_s)
         self.headers = {"Content-Type": "application/json", "Accept": "application/json", **headers}
         self.secrets = secrets
         self._sessions = LoopSession(self._new_session)
@@ -51,7 +53,11 @@ class LeanHTTP:
     def _new_session(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=0, enable_cleanup_closed=False)
         return aiohttp.ClientSession(
-            connector=connector, headers=self.headers, timeout=self.timeout, auto_decompress=True
+            connector=connector,
+            headers=self.headers,
+            timeout=self.timeout,
+            cookie_jar=aiohttp.DummyCookieJar(),  # LLM APIs need no cookies; no jar lookups per request
+            auto_decompress=True,
         )
 
     def session(self) -> aiohttp.ClientSession:
@@ -60,7 +66,7 @@ class LeanHTTP:
 
     async def post(self, url: str, payload: dict[str, Any]) -> LeanReply:
         """POST `payload` as JSON; connection trouble and timeouts come out as TransientLLMError."""
-        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        data = wire_json.encode(payload)
         try:
             async with self.session().post(url, data=data) as response:
                 body = await response.read()
@@ -80,7 +86,7 @@ class LeanHTTP:
 
     def _status_error(self, reply: LeanReply, message_of: Any, retry_after: float | None) -> LLMError:
         try:
-            message = message_of(json.loads(reply.body))
+            message = message_of(wire_json.decode(reply.body))
         except ValueError:
             message = reply.body[:200].decode("utf-8", "replace")
         return status_error(self.backend, reply.status, message, retry_after, self.secrets)
@@ -93,6 +99,6 @@ class LeanHTTP:
 def decode_json(backend: str, body: bytes) -> Any:
     """The JSON document of a 2xx body, or TransientLLMError (a truncated or garbled body is retried)."""
     try:
-        return json.loads(body)
+        return wire_json.decode(body)
     except ValueError as exc:
         raise TransientLLMError(f"{backend}: malformed response body ({type(exc).__name__})") from None
