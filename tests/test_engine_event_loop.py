@@ -85,3 +85,28 @@ def test_uvloop_missing_is_a_config_error_and_auto_falls_back(monkeypatch):
     assert resolve_loop("auto") == "asyncio"
     with pytest.raises(ConfigError, match="event_loop"):
         resolve_loop("uvloop")
+
+
+def test_a_run_freezes_the_heap_and_widens_the_young_generation_then_restores_both(tmp_path):
+    import gc
+
+    import usersimcrs as us
+    from usersimcrs.engine.loop import YOUNG_GENERATION
+
+    during: list[tuple[int, int]] = []
+
+    def crs(text: str) -> str:
+        during.append((gc.get_threshold()[0], gc.get_freeze_count()))
+        return "How about Heat (1995)?"
+
+    before = gc.get_threshold()
+    us.simulate(
+        crs=crs,
+        simulator="agenda",
+        items=str(ROOT / "configs/data/tiny_movies.csv"),
+        conversations=2,
+        output=tmp_path / "run",
+        progress=False,
+    )
+    assert during and all(young >= YOUNG_GENERATION and frozen > 0 for young, frozen in during)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

@@ -68,15 +68,24 @@ def current_loop_kind() -> str:
     return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
 
 
-@contextmanager
-def frozen_heap() -> Iterator[None]:
-    """Keep the objects alive at a run's start (imports, items, ratings) out of the cyclic GC while it runs.
+YOUNG_GENERATION = 20_000  # allocations between young collections during a run (CPython's default: 700)
 
-    A full collection over them stalls every conversation in flight (80-100 ms seen at C=32); they
-    live for the whole run anyway. They go back to the collector when the run ends.
+
+@contextmanager
+def run_heap() -> Iterator[None]:
+    """Cyclic-GC settings for a run, restored when it ends.
+
+    The objects alive at the start (imports, items, ratings) are frozen out of the collector: a full
+    collection over them stalled every conversation in flight (80-100 ms seen at C=32), and they
+    live for the whole run anyway. The young generation is made larger: at the default threshold a
+    run at C=128 spent about 5% of its CPU in some 250 young collections of short-lived request and
+    reply objects (docs/benchmarks.md); with it, five.
     """
+    thresholds = gc.get_threshold()
     gc.freeze()
+    gc.set_threshold(max(thresholds[0], YOUNG_GENERATION), *thresholds[1:])
     try:
         yield
     finally:
+        gc.set_threshold(*thresholds)
         gc.unfreeze()

@@ -29,7 +29,7 @@ from usersimcrs.core.profile import Ratings
 from usersimcrs.core.run_folder import PROFILES, ProfileWriter
 from usersimcrs.core.usage import add_summaries
 from usersimcrs.engine.conversation import ConversationRunner, plan
-from usersimcrs.engine.loop import current_loop_kind, frozen_heap, run_coroutine
+from usersimcrs.engine.loop import current_loop_kind, run_coroutine, run_heap
 from usersimcrs.engine.plugins import RunPlugins
 from usersimcrs.engine.progress import RunProgress
 from usersimcrs.errors import ConfigError, DataError, UserError
@@ -268,7 +268,7 @@ async def run_async(
             JsonlWriter(output_dir / DIALOGUES) as writer,
             ProfileWriter(output_dir, context.items) as profiles,
             progress,
-            frozen_heap(),
+            run_heap(),
         ):
             async for dialogue in stream:
                 writer.write(profiles.detach(dialogue))
