@@ -10,11 +10,18 @@ from typing import Iterator
 
 @contextmanager
 def llm_server(latency_ms: float, *, jitter_ms: float = 0.0, seed: int = 0) -> Iterator[str]:
-    """Start `python -m usersimcrs.testing.llm_server` on 127.0.0.1; yields its OpenAI base URL (`.../v1`)."""
+    """Start `python -m usersimcrs.testing.llm_server` on 127.0.0.1; yields its OpenAI base URL (`.../v1`).
+
+    Its JSON replies never set a boolean, so an LLM user never asks to end and every conversation
+    runs to `max_turns`: the same number of calls each. With booleans varied by the prompt's digest,
+    conversation lengths (and so the ramp-down at a run's end) moved with any prompt edit, and B1 at
+    C=32 read 0.884 or 0.91 on the same code (docs/benchmarks.md).
+    """
     command = [
         sys.executable, "-m", "usersimcrs.testing.llm_server",
         "--host", "127.0.0.1", "--port", "0",
         "--latency-ms", str(latency_ms), "--jitter-ms", str(jitter_ms), "--seed", str(seed),
+        "--booleans", "false",
     ]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:

@@ -48,6 +48,7 @@ def llm_user_config(
     `client` is the HTTP client of the openai backend (`aiohttp` or `official`; None: the config default).
     """
     data = _base(name, conversations, concurrency, seed)
+    data["max_turns"] = 4  # with the benchmark server's replies every conversation runs to it: 4 LLM calls each
     data["crs"] = {"type": "crs_arena", "url": crs_url} if crs_url else dict(CRSS[crs])
     data["llm"] = {
         "backend": "openai",

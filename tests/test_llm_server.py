@@ -132,3 +132,23 @@ def test_server_runs_as_a_subprocess_and_prints_its_url():
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
+
+
+def test_booleans_vary_with_the_prompt_unless_fixed():
+    schema = {"type": "object", "properties": {"end": {"type": "boolean"}, "utterance": {"type": "string"}}}
+    varied = {example_for_schema(schema, seed)["end"] for seed in range(10)}
+    assert varied == {True, False}
+    assert {example_for_schema(schema, seed, booleans=False)["end"] for seed in range(10)} == {False}
+    body = {**CHAT, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+    with LLMServer(booleans=True) as server:
+        reply = httpx.post(f"{server.openai_url}/chat/completions", json=body).json()
+    assert json.loads(reply["choices"][0]["message"]["content"])["end"] is True
+
+
+def test_replies_are_cut_at_the_requests_token_cap_with_finish_reason_length():
+    with LLMServer(replies=["one two three four five", "one two"]) as server:
+        cut = httpx.post(f"{server.openai_url}/chat/completions", json={**CHAT, "max_tokens": 3}).json()
+        whole = httpx.post(f"{server.ollama_url}/api/chat", json={**CHAT, "options": {"num_predict": 3}}).json()
+    assert cut["choices"][0]["message"]["content"] == "one two three"
+    assert cut["choices"][0]["finish_reason"] == "length" and cut["usage"]["completion_tokens"] == 3
+    assert whole["message"]["content"] == "one two" and whole["done_reason"] == "stop"

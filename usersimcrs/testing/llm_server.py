@@ -72,8 +72,9 @@ def prompt_digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def example_for_schema(schema: dict[str, Any], seed: int) -> Any:
-    """A JSON value satisfying `schema` (common subset), varied deterministically by `seed`."""
+def example_for_schema(schema: dict[str, Any], seed: int, booleans: bool | None = None) -> Any:
+    """A JSON value satisfying `schema` (common subset), varied deterministically by `seed`;
+    `booleans` fixes every boolean (e.g. an LLM user's `end`) instead of varying it."""
     if not isinstance(schema, dict) or not schema:
         return {"reply": f"ok {seed % 1000}"}
     if "const" in schema:
@@ -82,24 +83,24 @@ def example_for_schema(schema: dict[str, Any], seed: int) -> Any:
         return schema["enum"][seed % len(schema["enum"])]
     for key in ("anyOf", "oneOf", "allOf"):
         if schema.get(key):
-            return example_for_schema(schema[key][0], seed)
+            return example_for_schema(schema[key][0], seed, booleans)
     kind = schema.get("type", "object")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object":
         props = schema.get("properties", {})
-        return {name: example_for_schema(sub, seed + i + 1) for i, (name, sub) in enumerate(props.items())}
+        return {name: example_for_schema(sub, seed + i + 1, booleans) for i, (name, sub) in enumerate(props.items())}
     if kind == "array":
         count = max(int(schema.get("minItems", 1)), 1)
         count = min(count, int(schema.get("maxItems", count)))
-        return [example_for_schema(schema.get("items", {"type": "string"}), seed + i) for i in range(count)]
+        return [example_for_schema(schema.get("items", {"type": "string"}), seed + i, booleans) for i in range(count)]
     if kind in ("integer", "number"):
         low = schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1)
         high = schema.get("maximum", schema.get("exclusiveMaximum", low + 10) - 1)
         low, high = int(low), max(int(low), int(high))
         return low + seed % (high - low + 1)
     if kind == "boolean":
-        return seed % 2 == 0
+        return booleans if booleans is not None else seed % 2 == 0
     if kind == "null":
         return None
     text = f"text {seed % 1000}"
@@ -108,12 +109,12 @@ def example_for_schema(schema: dict[str, Any], seed: int) -> Any:
     return text.ljust(int(schema.get("minLength", 0)), "x")
 
 
-def default_reply(protocol: str, body: dict[str, Any]) -> str:
+def default_reply(protocol: str, body: dict[str, Any], booleans: bool | None = None) -> str:
     """Deterministic reply text derived from the prompt (schema-valid JSON when a schema was asked)."""
     digest = prompt_digest(body)
     schema = request_schema(protocol, body)
     if schema is not None:
-        return json.dumps(example_for_schema(schema, int(digest[:8], 16)))
+        return json.dumps(example_for_schema(schema, int(digest[:8], 16), booleans))
     messages = body.get("messages") or []
     last_user = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
     snippet = " ".join(str(last_user).split())[:60]
@@ -165,7 +166,9 @@ class LLMServer:
         models: Sequence[str] = ("test-model",),
         host: str = "127.0.0.1",
         port: int = 0,
+        booleans: bool | None = None,
     ) -> None:
+        self.booleans = booleans  # fixed booleans in unscripted JSON replies (None: varied by the prompt)
         self.latency_ms = latency_ms
         self.jitter_ms = jitter_ms
         self.retry_after_s = retry_after_s
@@ -327,7 +330,7 @@ class LLMServer:
             scripted = self._reply_queue.pop(0) if self._reply_queue else None
         if source is not None:
             scripted = source(body)
-        return scripted if scripted is not None else default_reply(protocol, body)
+        return scripted if scripted is not None else default_reply(protocol, body, self.booleans)
 
 
 class _Server(ThreadingHTTPServer):
@@ -578,6 +581,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hang-s", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", action="append", dest="models", help="model name to list (repeatable)")
+    parser.add_argument(
+        "--booleans",
+        choices=["varied", "true", "false"],
+        default="varied",
+        help="booleans in unscripted JSON replies: varied by the prompt, or fixed (false: LLM users never ask to end)",
+    )
     args = parser.parse_args(argv)
     server = LLMServer(
         latency_ms=args.latency_ms,
@@ -589,6 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         models=args.models or ["test-model"],
         host=args.host,
         port=args.port,
+        booleans=None if args.booleans == "varied" else args.booleans == "true",
     )
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.stop, daemon=True).start())
     print(f"http://{args.host}:{server.port}", flush=True)
