@@ -61,3 +61,39 @@ def test_embedded_model_generates_schema_valid_json(embedded_model_path, tmp_pat
     assert first.usage.completion_tokens > 0 and first.usage.prompt_tokens > 10
     assert again.cached and again.parsed == first.parsed
     assert summary["calls"] == 1 and summary["cache_hits"] == 1
+
+
+@pytest.mark.embedded
+def test_loads_in_parallel_threads_leave_stdout_and_stderr_where_they_were(embedded_model_path):
+    import os
+    import threading
+
+    from usersimcrs.llm.backends.llamacpp_embedded import LlamaCppEmbedded
+
+    def target(fd: int) -> tuple[int, int]:
+        info = os.fstat(fd)
+        return info.st_dev, info.st_ino
+
+    before = [target(1), target(2)]
+    backends = [
+        LlamaCppEmbedded(LLMConfig(backend="llamacpp", model_path=embedded_model_path, n_ctx=256, n_threads=1))
+        for _ in range(4)
+    ]
+    start = threading.Barrier(len(backends))
+
+    def load(backend) -> None:
+        start.wait()
+        with backend._lock:
+            backend._load()
+
+    threads = [threading.Thread(target=load, args=(b,)) for b in backends]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert all(b._llama is not None for b in backends)
+        assert [target(1), target(2)] == before  # not /dev/null, as unserialised loads could leave them
+    finally:
+        for backend in backends:
+            asyncio.run(backend.aclose())

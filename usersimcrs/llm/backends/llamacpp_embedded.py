@@ -26,6 +26,12 @@ MAX_ENUM_RANGE = 200
 ROLE_LABELS = {"system": "Instructions", "user": "User", "assistant": "Assistant"}
 
 
+# llama-cpp-python silences a load by pointing the process's file descriptors 1 and 2 at /dev/null
+# and back; two loads in two threads at once (matrix cells in parallel) can restore them in the
+# wrong order and leave the process writing to /dev/null for good, so loads take turns
+LOADING = threading.Lock()
+
+
 def grammar_schema(schema: Any) -> Any:
     """`schema` with bounded integer ranges spelled out as enums (so the grammar enforces them)."""
     if isinstance(schema, list):
@@ -81,13 +87,14 @@ class LlamaCppEmbedded(LLM):
             self._path = default_model_path()
         if not self._path.is_file():
             raise ConfigError(f"llm.model_path: no model file at {self._path}")
-        self._llama = Llama(
-            model_path=str(self._path),
-            n_ctx=self.config.n_ctx,
-            n_threads=self.config.n_threads,
-            seed=0,
-            verbose=False,
-        )
+        with LOADING:
+            self._llama = Llama(
+                model_path=str(self._path),
+                n_ctx=self.config.n_ctx,
+                n_threads=self.config.n_threads,
+                seed=0,
+                verbose=False,
+            )
         self._template = self._chat_template(self._llama)
         return self._llama
 
