@@ -68,9 +68,8 @@ def time_to_first_conversation(
 
 
 def main() -> int:
-    from benchmarks.high_concurrency import crs_server
     from benchmarks.scenarios import LATENCY_S
-    from benchmarks.server import llm_server
+    from benchmarks.server import crs_server, llm_server
 
     with llm_server(LATENCY_S * 1000) as llm_url, crs_server() as crs_url:
         work = Path(tempfile.mkdtemp(prefix="usersimcrs-first-"))

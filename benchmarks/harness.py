@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks import scenarios as sc
-from benchmarks.high_concurrency import crs_server
-from benchmarks.server import llm_server
+from benchmarks.server import crs_server, llm_server
 from usersimcrs.engine.loop import resolve_loop
 
 RESULTS = Path(__file__).resolve().parent / "results.json"

@@ -13,39 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from benchmarks.scenarios import RunFigures, timed_run
-from benchmarks.server import llm_server
+from benchmarks.server import crs_server, llm_server
 from benchmarks.setups import llm_user_config
 
 LATENCY_MS = 200.0
 HIGH_CONCURRENCY = (128, 256)
-
-
-@contextmanager
-def crs_server(protocol: str = "ievalm") -> Iterator[str]:
-    """Start `python -m usersimcrs.testing.crs_servers <protocol>` on 127.0.0.1; yields its base URL."""
-    command = [sys.executable, "-m", "usersimcrs.testing.crs_servers", protocol, "--port", "0"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        line = (process.stdout.readline() if process.stdout else "").strip()
-        url = line.rsplit(" ", 1)[-1]
-        if not url.startswith("http"):
-            raise RuntimeError("the benchmark CRS server did not start")
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def run_figures(r: RunFigures, concurrency: int, latency_s: float) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The fixed-latency LLM server as a subprocess, so its work never shares the GIL with the toolkit."""
+"""The benchmark servers (fixed-latency LLM server, iEvaLM-protocol CRS) as subprocesses, so their
+work never shares the GIL with the toolkit."""
 
 from __future__ import annotations
 
@@ -23,12 +24,26 @@ def llm_server(latency_ms: float, *, jitter_ms: float = 0.0, seed: int = 0) -> I
         "--latency-ms", str(latency_ms), "--jitter-ms", str(jitter_ms), "--seed", str(seed),
         "--booleans", "false",
     ]  # fmt: skip
+    with served(command, "LLM") as url:
+        yield f"{url}/v1"
+
+
+@contextmanager
+def crs_server(protocol: str = "ievalm") -> Iterator[str]:
+    """Start `python -m usersimcrs.testing.crs_servers <protocol>` on 127.0.0.1; yields its base URL."""
+    with served([sys.executable, "-m", "usersimcrs.testing.crs_servers", protocol, "--port", "0"], "CRS") as url:
+        yield url
+
+
+@contextmanager
+def served(command: list[str], what: str) -> Iterator[str]:
+    """Run `command` until the block ends; yields the URL its first output line ends with."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        url = (process.stdout.readline() if process.stdout else "").strip()
+        url = (process.stdout.readline() if process.stdout else "").strip().rsplit(" ", 1)[-1]
         if not url.startswith("http"):
-            raise RuntimeError("the benchmark LLM server did not start")
-        yield f"{url}/v1"
+            raise RuntimeError(f"the benchmark {what} server did not start")
+        yield url
     finally:
         process.terminate()
         try:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from benchmarks.first_conversation import first_line_seen
 from benchmarks.harness import table
-from benchmarks.high_concurrency import crs_server, high_concurrency_runs, median_figures
+from benchmarks.high_concurrency import high_concurrency_runs, median_figures
 from benchmarks.judge_cost import prefix_reuse
 from benchmarks.scenarios import DEFAULT_CLIENT, Scenario, b1_efficiency, b1_high_rows, timed_run
-from benchmarks.server import llm_server
+from benchmarks.server import crs_server, llm_server
 from benchmarks.setups import agenda_config, llm_user_config
 
 ROOT = Path(__file__).resolve().parents[1]
