@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_random
 
 from usersimcrs.core.usage import Usage
 from usersimcrs.errors import DataError
@@ -79,6 +80,24 @@ def is_cacheable(temperature: float, seed: int | None) -> bool:
     return temperature <= 0 or seed is not None
 
 
+def _locked(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+
+@retry(retry=retry_if_exception(_locked), stop=stop_after_delay(30), wait=wait_random(0.01, 0.2), reraise=True)
+def _set_up(db: sqlite3.Connection) -> None:
+    """WAL mode and the table. Two processes opening one new cache at once can get "database is locked"
+    from the switch to WAL without SQLite's busy handler being called, so the set-up is tried again."""
+    db.execute("PRAGMA busy_timeout=30000")
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS replies ("
+        " key TEXT PRIMARY KEY, backend TEXT, model TEXT, text TEXT NOT NULL, parsed TEXT,"
+        " prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)"
+    )
+
+
 class ResponseCache:
     """A SQLite key -> reply store, safe for concurrent asyncio tasks and several processes."""
 
@@ -88,14 +107,7 @@ class ResponseCache:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS replies ("
-                " key TEXT PRIMARY KEY, backend TEXT, model TEXT, text TEXT NOT NULL, parsed TEXT,"
-                " prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)"
-            )
+            _set_up(self._db)
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise DataError(f"{self.path}: not a usable LLM cache ({exc}); delete it or set llm.cache_dir") from None
