@@ -132,3 +132,17 @@ def test_processes_opening_one_new_cache_at_the_same_moment_all_get_it(tmp_path)
         failed += sum(p.wait(timeout=60) != 0 for p in openers)
         assert failed == 0, [p.stderr.read().decode()[-300:] for p in openers if p.returncode]
         assert len(ResponseCache(folder)) == 6
+
+
+def test_a_cache_written_before_the_truncated_column_still_reads_and_writes(tmp_path):
+    with sqlite3.connect(tmp_path / CACHE_FILE) as db:
+        db.execute(
+            "CREATE TABLE replies (key TEXT PRIMARY KEY, backend TEXT, model TEXT, text TEXT NOT NULL, parsed TEXT,"
+            " prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)"
+        )
+        db.execute("INSERT INTO replies VALUES ('old', 'openai', 'm', 'hi', NULL, 3, 1, 0)")
+    cache = ResponseCache(tmp_path)
+    old = cache.get("old")
+    assert old.text == "hi" and old.truncated is False and old.usage.prompt_tokens == 3
+    cache.put("new", CachedReply(text="cut", parsed={"a": 1}, truncated=True))
+    assert cache.get("new").truncated is True and len(cache) == 2

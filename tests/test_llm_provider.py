@@ -299,3 +299,18 @@ def test_unparseable_answer_is_resampled_at_once_not_after_a_backoff(tmp_path):
         (result, elapsed) = run(ask())
     assert result.parsed == {"ok": True} and not result.truncated
     assert provider.usage_summary()["retries"] == 2 and elapsed < 10  # a 30 s backoff would have been waited twice
+
+
+def test_a_cut_off_answer_replayed_from_the_cache_is_still_marked_truncated(tmp_path):
+    reply = '{"end": false, "utterance": "something tense and dark, like a night drive through the city"}'
+    with LLMServer(replies=[reply] * 3) as server:
+
+        async def ask():
+            provider = LLMProvider(server.config("openai", backoff_s=5.0), cache_dir=str(tmp_path))
+            result = await provider.get("simulator").complete(ASK, schema=CUT_SCHEMA, max_tokens=6)
+            await provider.aclose()
+            return result
+
+        first, second = run(ask()), run(ask())
+        assert server.counters["chat"] == 1
+    assert second.cached and second.truncated and second.parsed == first.parsed

@@ -94,8 +94,15 @@ def _set_up(db: sqlite3.Connection) -> None:
     db.execute(
         "CREATE TABLE IF NOT EXISTS replies ("
         " key TEXT PRIMARY KEY, backend TEXT, model TEXT, text TEXT NOT NULL, parsed TEXT,"
-        " prompt_tokens INTEGER, completion_tokens INTEGER, created REAL)"
+        " prompt_tokens INTEGER, completion_tokens INTEGER, created REAL, truncated INTEGER NOT NULL DEFAULT 0)"
     )
+    columns = {row[1] for row in db.execute("PRAGMA table_info(replies)")}
+    if "truncated" not in columns:  # a cache written before the column existed
+        try:
+            db.execute("ALTER TABLE replies ADD COLUMN truncated INTEGER NOT NULL DEFAULT 0")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):  # another process added it first
+                raise
 
 
 class ResponseCache:
@@ -117,7 +124,8 @@ class ResponseCache:
         try:
             with self._lock:
                 row = self._db.execute(
-                    "SELECT text, parsed, prompt_tokens, completion_tokens, model, backend FROM replies WHERE key = ?",
+                    "SELECT text, parsed, prompt_tokens, completion_tokens, model, backend, truncated"
+                    " FROM replies WHERE key = ?",
                     (key,),
                 ).fetchone()
         except sqlite3.Error as exc:
@@ -125,10 +133,11 @@ class ResponseCache:
             return None
         if row is None:
             return None
-        text, parsed, prompt_tokens, completion_tokens, model, backend = row
+        text, parsed, prompt_tokens, completion_tokens, model, backend, truncated = row
         return CachedReply(
             text=text,
             parsed=json.loads(parsed) if parsed is not None else None,
+            truncated=bool(truncated),
             usage=Usage(prompt_tokens=prompt_tokens or 0, completion_tokens=completion_tokens or 0),
             model=model or "",
             backend=backend or "",
@@ -154,8 +163,13 @@ class ResponseCache:
             reply.usage.prompt_tokens,
             reply.usage.completion_tokens,
             time.time(),
+            int(reply.truncated),
         )
-        self._db.execute("INSERT OR IGNORE INTO replies VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+        self._db.execute(
+            "INSERT OR IGNORE INTO replies (key, backend, model, text, parsed, prompt_tokens, completion_tokens,"
+            " created, truncated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            row,
+        )
 
     def __len__(self) -> int:
         with self._lock:
