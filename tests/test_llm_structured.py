@@ -8,6 +8,7 @@ from usersimcrs.llm.structured import (
     StructuredOutputError,
     close_truncated,
     json_candidates,
+    parse_or_close,
     parse_structured,
     validate,
 )
@@ -104,3 +105,11 @@ def test_cut_off_json_that_lacks_a_required_value_is_refused(text, problem):
     schema = UTTERANCE if "utterance" in text or "end" in text else RATING
     with pytest.raises(StructuredOutputError, match=problem):
         close_truncated(text, schema)
+
+
+def test_parse_or_close_closes_only_an_answer_cut_off_at_its_cap():
+    cut = '{"end": false, "utterance": "a film with a gen'
+    assert parse_or_close(cut, UTTERANCE, cut_off=True) == ({"end": False, "utterance": "a film with a gen"}, True)
+    with pytest.raises(StructuredOutputError, match="no JSON value"):  # a short answer is not guessed at
+        parse_or_close(cut, UTTERANCE, cut_off=False)
+    assert parse_or_close('{"end": true, "utterance": "bye"}', UTTERANCE, cut_off=True)[1] is False

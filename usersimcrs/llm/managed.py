@@ -19,7 +19,7 @@ from usersimcrs.llm.cache import CachedReply, ResponseCache, cache_key, is_cache
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, shorten
 from usersimcrs.llm.loops import PerLoop
-from usersimcrs.llm.structured import StructuredOutputError, close_truncated, parse_structured
+from usersimcrs.llm.structured import StructuredOutputError, parse_or_close
 from usersimcrs.llm.usage import UsageTracker
 
 log = logging.getLogger("usersimcrs.llm")
@@ -216,19 +216,13 @@ class ManagedLLM(LLM):
                 raise RetryableFailure(state.failure)
             if schema is None:
                 return LLMResult(text=raw.text, usage=state.spent, model=self.model, backend=self.backend)
-            truncated = False
             try:
-                parsed = parse_structured(raw.text, schema)
+                # an answer that used its whole token cap is closed, not retried: the same cap would cut it again
+                parsed, truncated = parse_or_close(raw.text, schema, cut_off=raw.usage.completion_tokens >= max_tokens)
             except StructuredOutputError as exc:
-                # cut off at the token limit: a retry with the same limit would be cut off again
-                try:
-                    if raw.usage.completion_tokens < max_tokens:
-                        raise exc
-                    parsed, truncated = close_truncated(raw.text, schema), True
-                except StructuredOutputError:
-                    state.parse_error, state.unparsed_text = str(exc), raw.text
-                    state.failure = f"{self.backend}: unparseable structured output ({exc})"
-                    raise RetryableFailure(state.failure, retry_after_s=0.0) from None  # nothing to wait for
+                state.parse_error, state.unparsed_text = str(exc), raw.text
+                state.failure = f"{self.backend}: unparseable structured output ({exc})"
+                raise RetryableFailure(state.failure, retry_after_s=0.0) from None  # nothing to wait for
             return LLMResult(
                 text=raw.text,
                 parsed=parsed,

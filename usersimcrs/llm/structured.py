@@ -39,6 +39,20 @@ def parse_structured(text: str, schema: dict[str, Any]) -> Any:
     raise StructuredOutputError(f"JSON does not match schema: {first_problem}")
 
 
+def parse_or_close(text: str, schema: dict[str, Any], *, cut_off: bool) -> tuple[Any, bool]:
+    """(value, closed): the first valid JSON value in `text`, else, when the answer was `cut_off` at its
+    token cap, the cut-off value closed (`closed` True); the parse error when neither validates."""
+    try:
+        return parse_structured(text, schema), False
+    except StructuredOutputError as exc:
+        if not cut_off:
+            raise
+        try:
+            return close_truncated(text, schema), True
+        except StructuredOutputError:
+            raise exc from None  # the complete-answer reading's problem is the one worth reporting
+
+
 def close_truncated(text: str, schema: dict[str, Any]) -> Any:
     """The JSON value begun in `text` and cut off, closed and checked against `schema`; raise if it fails."""
     from partial_json_parser import Allow, loads
