@@ -31,5 +31,6 @@ setup(
     package_data={
         **{name: ["*.yaml", "*.yml", "*.csv", "*.md"] for name in BUNDLED},
         "": ["*.yaml", "*.yml", "*.csv", "*.txt", "*.json"],
+        "usersimcrs.studio": ["templates/*.html", "static/*.css", "static/*.js"],
     },
 )

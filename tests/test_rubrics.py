@@ -13,7 +13,14 @@ RUBRIC_FILES = sorted(bundled_dir("rubrics").glob("*.yaml"))
 
 
 def test_the_five_rubric_files_are_shipped():
-    assert {p.stem for p in RUBRIC_FILES} == {"quality", "core12", "debate_roles", "pepper", "persuasiveness"}
+    assert {p.stem for p in RUBRIC_FILES} >= {
+        "quality",
+        "core12",
+        "debate_roles",
+        "pepper",
+        "persuasiveness",
+        "crsarena_eval",
+    }
 
 
 @pytest.mark.parametrize("path", RUBRIC_FILES, ids=lambda p: p.stem)
@@ -140,3 +147,21 @@ def test_debate_naming_an_unknown_factor_is_rejected(tmp_path):
 def test_unknown_builtin_name_lists_the_known_ones():
     with pytest.raises(ConfigError, match="core12"):
         load_rubric("nonexistent")
+
+
+def test_crsarena_eval_has_its_turn_and_dialogue_aspects_with_their_scales():
+    rubric = load_rubric("crsarena_eval")
+    scales = {c.name: (c.unit, rubric.valid_scores(c)) for c in rubric.criteria}
+    assert scales == {
+        "relevance": ("turn", [0, 1, 2, 3]),
+        "interestingness": ("turn", [0, 1, 2]),
+        "understanding": ("dialogue", [0, 1, 2]),
+        "task_completion": ("dialogue", [0, 1, 2]),
+        "interest_arousal": ("dialogue", [0, 1, 2]),
+        "explanation": ("dialogue", [0, 1, 2]),
+        "preference_elicitation": ("dialogue", [0, 1, 2]),
+        "efficiency": ("dialogue", [0, 1]),
+        "dialogue_overall": ("dialogue", [0, 1, 2, 3, 4]),
+    }
+    for criterion in rubric.criteria:  # one anchor per allowed score
+        assert sorted(level.score for level in criterion.levels) == rubric.valid_scores(criterion)

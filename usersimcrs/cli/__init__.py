@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "nlu_eval",
     "meta_eval",
     "fidelity",
+    "studio",
 ]
 
 
