@@ -8,10 +8,22 @@ See docs/studio.md.
 
 from __future__ import annotations
 
-from usersimcrs.studio.config import Study, StudyConfig, load_study
-from usersimcrs.studio.export import ExportSummary, export_study
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["ExportSummary", "Study", "StudyConfig", "export_study", "load_study", "serve"]
+from usersimcrs.studio.config import Study, StudyConfig, load_study
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.studio.export import ExportSummary
+
+__all__ = ["Study", "StudyConfig", "export_study", "load_study", "serve"]
+
+
+def export_study(study: Study, output: str | Path) -> ExportSummary:
+    """Write the study's records into `output` in the toolkit's formats (see `usersimcrs.studio.export`)."""
+    from usersimcrs.studio.export import export_study as _export
+
+    return _export(study, output)
 
 
 def serve(study: Study, *, host: str | None = None, port: int | None = None) -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
-from usersimcrs.studio.aggregate import agreement, annotation_tables, turing_result
-
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.studio.service import StudyService
 
 
 def admin_overview(service: StudyService) -> dict[str, Any]:
     """Counts per task, per CRS, per battle pair; annotation coverage and alpha; Turing accuracy."""
+    from usersimcrs.studio.aggregate import agreement, annotation_tables, turing_result
+
     state, study = service.state, service.study
     tasks = study.config.tasks
     out: dict[str, Any] = {

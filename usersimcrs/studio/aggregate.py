@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from usersimcrs.analysis.agreement import krippendorff_alpha
 from usersimcrs.judges.rubrics import Rubric
 from usersimcrs.studio.records import AnnotationRecord
 from usersimcrs.studio.state import StudyState
@@ -83,6 +82,8 @@ def _rows(record: AnnotationRecord, state: StudyState) -> list[dict[str, object]
 
 def agreement(table: pd.DataFrame, rubric: Rubric) -> pd.DataFrame:
     """Krippendorff's alpha (ordinal) per criterion, with the units and raters behind it."""
+    from usersimcrs.analysis.agreement import krippendorff_alpha
+
     out = []
     for criterion in rubric.criteria:
         part = table[table["name"] == criterion.name]
@@ -94,7 +95,9 @@ def agreement(table: pd.DataFrame, rubric: Rubric) -> pd.DataFrame:
         keys = part[unit].astype(str).agg("|".join, axis=1)
         wide = part.assign(unit=keys).pivot_table(index="rater", columns="unit", values="value", aggfunc="mean")
         per_unit = wide.notna().sum(axis=0)
-        alpha = krippendorff_alpha(wide.to_numpy(dtype=float).tolist(), "ordinal") if len(wide) >= 2 else float("nan")
+        # alpha needs at least one unit rated twice; with none there is no agreement to measure
+        multiple = bool((per_unit >= 2).any())
+        alpha = krippendorff_alpha(wide.to_numpy(dtype=float).tolist(), "ordinal") if multiple else float("nan")
         out.append(
             {
                 **row,

@@ -319,7 +319,12 @@ def load_study(path: str | Path, *, output: str | Path | None = None) -> Study:
     crs_configs = {}
     for index, entry in enumerate(config.crs):
         run_config = _crs_run_config(config, entry, path, index)
-        connector_factory(run_config.crs, source=f"{path}: crs[{index}] ({entry.name})")
+        try:
+            connector_factory(run_config.crs, source=f"{path}: crs[{index}] ({entry.name})")
+        except ConfigError as exc:
+            if str(path) in str(exc):
+                raise
+            raise ConfigError(f"{path}: key 'crs[{index}].type': {exc}") from None
         crs_configs[entry.name] = run_config
     study = Study(config=config, path=path, folder=folder, crs_configs=crs_configs)
     if tasks.annotate is not None:

@@ -48,7 +48,8 @@ def ensure_annotation_source(study: Study, *, progress: bool = False) -> Path | 
     """Run the `generate` matrix into STUDY/conversations unless it is complete; returns the folder."""
     from usersimcrs.core.validation import validate
     from usersimcrs.engine.loop import run_blocking
-    from usersimcrs.pipeline.matrix import MatrixConfig, run_matrix_async
+    from usersimcrs.engine.matrix import is_complete
+    from usersimcrs.pipeline.matrix import MatrixConfig, plan_matrix, run_matrix_async
 
     task = study.config.tasks.annotate
     if task is None or task.generate is None:
@@ -56,5 +57,7 @@ def ensure_annotation_source(study: Study, *, progress: bool = False) -> Path | 
     folder = study.annotate_source()
     assert folder is not None
     config = validate(MatrixConfig, matrix_spec(study), source=f"{study.path}: tasks.annotate.generate")
+    if all(is_complete(cell) for cell in plan_matrix(config, folder, study.path)):
+        return folder  # made by an earlier start
     run_blocking(run_matrix_async(config, folder, source=study.path, progress=progress))
     return folder

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from usersimcrs.core.dialogue import AGENT, Dialogue, Utterance
-from usersimcrs.pipeline.sources import RunSource, load_sources
 from usersimcrs.studio.config import GoldConversation
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.pipeline.sources import RunSource
 
 GOLD_SOURCE = "gold"
 
@@ -55,6 +58,8 @@ def _entries(sources: list[RunSource]) -> tuple[list[PoolEntry], int]:
 
 def load_pool(path: str | Path) -> ConversationPool:
     """Every conversation with at least one system turn under a run or matrix folder."""
+    from usersimcrs.pipeline.sources import load_sources  # imports the analysis stack: only when needed
+
     entries, skipped = _entries(load_sources(path))
     return ConversationPool(entries, skipped)
 

@@ -312,11 +312,11 @@ class StudyService:
 
     async def send_message(
         self, participant_id: str, assignment_id: str, conversation_id: str, turn: int, submission_id: str, text: str
-    ) -> ExchangeRecord | None:
+    ) -> ExchangeRecord:
         """The participant's message and the CRS's answer (or its failure), stored as one exchange.
 
-        `text` may be empty only for the CRS's opening turn. Returns the stored exchange (None when
-        the form was stale: the conversation moved on or ended).
+        `text` may be empty only for the CRS's opening turn. A stale form (the conversation moved on
+        or ended) is a FormError: nothing is stored, and the page says the message was not sent.
         """
         _check_submission(submission_id)
         conversation = self._conversation(participant_id, assignment_id, conversation_id)
@@ -333,11 +333,13 @@ class StudyService:
         async with self.sessions.lock(conversation_id):
             stored = self.state.records.get(record_id)
             if stored is not None:  # a retried or double-clicked message: answered once
-                return stored if isinstance(stored, ExchangeRecord) else None
-            if conversation.end is not None or turn != len(conversation.exchanges):
-                return None
-            if conversation.user_turns >= task.max_turns:
-                return None
+                if not isinstance(stored, ExchangeRecord):
+                    raise FormError("This form is out of date; please reload the page.")
+                return stored
+            if conversation.end is not None:
+                raise FormError("This conversation has ended; your message was not sent.")
+            if turn != len(conversation.exchanges) or conversation.user_turns >= task.max_turns:
+                raise FormError("The conversation moved on in another window; your message was not sent.")
             outcome = await self.sessions.reply(conversation.crs, history(conversation), None if opening else text)
             reply = outcome.reply
             record = ExchangeRecord(
@@ -355,8 +357,8 @@ class StudyService:
             )
             try:
                 stored_exchange, _ = await self.store.append(record)
-            except Conflict:
-                return None
+            except Conflict as exc:
+                raise FormError(f"Your message was not sent ({exc}).") from None
         if conversation.user_turns >= task.max_turns:
             await self._end(conversation, "max_turns")
         assert isinstance(stored_exchange, ExchangeRecord)
