@@ -315,6 +315,7 @@ class StudioApp:
             return self.render_page(request, token, participant_id, page, error=str(exc), form=form)
         page = service.page(service.state.assignments[aid])
         if page.kind == "done":
+            await service.finish_if_done(participant_id)  # the last step done: the completion code shows at home
             return RedirectResponse(f"/p/{token}/", status_code=303)
         return RedirectResponse(f"/p/{token}/a/{aid}", status_code=303)
 

@@ -58,7 +58,7 @@ class LimitsConfig(_Section):
     message_chars: int = Field(500, ge=1, le=20000)
     feedback_chars: int = Field(1000, ge=1, le=20000)
     body_bytes: int = Field(65536, ge=1024, description="largest request body accepted")
-    requests_per_minute: int = Field(120, ge=1, description="per participant, every page and form")
+    requests_per_minute: int = Field(180, ge=1, description="per participant, every page and form")
     joins_per_minute: int = Field(30, ge=1, description="per client address, on the open link")
     bad_tokens_per_minute: int = Field(30, ge=1, description="per client address, before requests are refused")
     crs_timeout_s: float = Field(30.0, gt=0)

@@ -230,6 +230,15 @@ class StudyService:
         await self.store.append(CompletionRecord(record_id=f"complete:{participant_id}", participant_id=participant_id))
         return None
 
+    async def finish_if_done(self, participant_id: str) -> bool:
+        """Record the participant's completion once every step of their plan is done; True when complete."""
+        plan = self.state.plans.get(participant_id, {})
+        steps = len(self.study.plan())
+        if len(plan) < steps or not all(self.state.is_done(self.state.assignments[a]) for a in plan.values()):
+            return False
+        await self.store.append(CompletionRecord(record_id=f"complete:{participant_id}", participant_id=participant_id))
+        return True
+
     def _assign(self, state: StudyState, participant_id: str, step: int) -> AssignmentRecord:
         """Step `step` of a participant: the least-used CRS, pair or conversations, ties drawn from the seed."""
         task, _ = self.study.plan()[step]
