@@ -151,7 +151,7 @@ def test_unknown_builtin_name_lists_the_known_ones():
 
 def test_crsarena_eval_has_its_turn_and_dialogue_aspects_with_their_scales():
     rubric = load_rubric("crsarena_eval")
-    scales = {c.name: (c.unit, rubric.valid_scores(c)) for c in rubric.criteria}
+    scales = {c.name: (c.level, rubric.valid_scores(c)) for c in rubric.criteria}
     assert scales == {
         "relevance": ("turn", [0, 1, 2, 3]),
         "interestingness": ("turn", [0, 1, 2]),

@@ -77,9 +77,13 @@ def test_serving_without_the_studio_extra_names_the_extra(tmp_path, capsys, monk
     assert "needs the 'studio' extra" in err and "pip install 'usersimcrs[studio]'" in err
 
 
-def test_export_of_a_study_never_served_says_so(tmp_path, capsys):
-    err = _error(capsys, str(_study(tmp_path)), "--export", str(tmp_path / "out"))
-    assert "no study records here yet" in err
+def test_export_of_a_study_never_served_is_empty_and_says_so(tmp_path, capsys):
+    path = _study(tmp_path)
+    assert main(["studio", str(path), "--export", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "0 participants (0 completed); 0 conversations exported" in out
+    assert "no study records yet (serve the study first)" in out
+    assert not (tmp_path / "study").exists()  # the export only reads the study folder
 
 
 @pytest.mark.slow

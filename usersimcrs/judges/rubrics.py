@@ -58,8 +58,8 @@ class Criterion(_Model):
     allowed: list[int] | None = Field(
         default=None, description="the only valid scores when the standard uses a subset of the scale"
     )
-    unit: Literal["dialogue", "turn"] = Field(
-        default="dialogue", description="what one rating is about: the whole conversation or one system turn"
+    level: Literal["dialogue", "turn"] = Field(
+        default="dialogue", description="rated once per conversation, or once per system turn (a per-turn judge)"
     )
 
 

@@ -87,8 +87,8 @@ def agreement(table: pd.DataFrame, rubric: Rubric) -> pd.DataFrame:
     out = []
     for criterion in rubric.criteria:
         part = table[table["name"] == criterion.name]
-        unit = ["source", "conversation_id"] + (["utterance"] if criterion.unit == "turn" else [])
-        row: dict[str, object] = {"name": criterion.name, "level": criterion.unit, "ratings": len(part)}
+        unit = ["source", "conversation_id"] + (["utterance"] if criterion.level == "turn" else [])
+        row: dict[str, object] = {"name": criterion.name, "level": criterion.level, "ratings": len(part)}
         if part.empty:
             out.append({**row, "units": 0, "units_2plus": 0, "raters": 0, "krippendorff_alpha": None})
             continue

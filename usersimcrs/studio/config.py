@@ -232,12 +232,12 @@ class Study(BaseModel):
 
 def turn_criteria(rubric: Rubric) -> list[Criterion]:
     """The criteria rated per system turn."""
-    return [c for c in rubric.criteria if c.unit == "turn"]
+    return [c for c in rubric.criteria if c.level == "turn"]
 
 
 def dialogue_criteria(rubric: Rubric) -> list[Criterion]:
     """The criteria rated per conversation."""
-    return [c for c in rubric.criteria if c.unit == "dialogue"]
+    return [c for c in rubric.criteria if c.level == "dialogue"]
 
 
 def _crs_run_config(study: StudyConfig, entry: StudyCRS, path: Path, index: int) -> RunConfig:

@@ -30,7 +30,7 @@ from data_converters.writer import write_output
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.manifest import scrub_secrets
 from usersimcrs.core.votes import VOTES, VoteRecord
-from usersimcrs.errors import DataError, UserError
+from usersimcrs.errors import DataError
 from usersimcrs.studio.aggregate import (
     agreement,
     annotation_tables,
@@ -83,16 +83,20 @@ def export_study(study: Study, output: str | Path) -> ExportSummary:
     """Write the export of `study` into `output` (replaces an earlier export there)."""
     from usersimcrs.studio.service import load_pools
 
-    if not (study.folder / LOG).exists():
-        raise UserError(f"{study.folder}: no study records here yet (has the study been served?)")
-    state = read_state(study.folder)
+    state = read_state(study.folder)  # read-only: a study never served gives an empty export
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     summary = ExportSummary(output=str(out), participants=len(state.participants), completed=len(state.completions))
+    if not (study.folder / LOG).exists():
+        summary.notes.append(f"{study.folder}: no study records yet (serve the study first); the export is empty")
     _export_conversations(study, state, out, summary)
-    pools = load_pools(study) if study.config.tasks.annotate or study.config.tasks.turing else None
-    if study.config.tasks.annotate is not None and pools is not None:
-        _export_annotations(study, state, pools.annotate.entries if pools.annotate else [], out, summary)
+    if study.config.tasks.annotate is not None:
+        source = study.annotate_source()
+        if source is not None and source.exists():
+            pools = load_pools(study)
+            _export_annotations(study, state, pools.annotate.entries if pools.annotate else [], out, summary)
+        else:
+            summary.notes.append(f"{source}: the conversations to annotate are not made yet; no annotations exported")
     if study.config.tasks.turing is not None:
         _export_turing(study, state, out, summary)
     summary.files.append(SUMMARY)

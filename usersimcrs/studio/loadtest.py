@@ -1,7 +1,8 @@
 """`usersimcrs studio STUDY.yaml --load-test`: many simulated participants at once, and a crash mid-test.
 
 A benchmark, not a test: it starts the study's server as a subprocess on 127.0.0.1 (a fresh study
-folder unless `--output` is given), joins `participants` bots through the open link and lets each go
+folder unless `--output` is given), gives `participants` bots personal links (the open link once
+those are used up) and lets each go
 through the study's pages as a person would (typed messages, ratings, votes, guesses, with a pause
 between pages), a new bot taking the place of each one that finishes, until `duration_s`. With
 `kill_at_s`, the server is killed with SIGKILL at that time and restarted at once on the same port;
@@ -235,9 +236,12 @@ class Bot:
                 run.result.connection_errors += 1
                 await asyncio.sleep(0.2)
                 continue
-            run.result.page_times_s.append(time.perf_counter() - started)
             run.result.requests += 1
             run.result.statuses[str(response.status_code)] = run.result.statuses.get(str(response.status_code), 0) + 1
+            if response.status_code == 429:  # over a rate limit: wait as a person would, then try again
+                await asyncio.sleep(2.0)
+                continue
+            run.result.page_times_s.append(time.perf_counter() - started)
             return response.status_code, response.text, response.headers.get("location", "")
         return 0, "", ""
 
@@ -262,14 +266,18 @@ class Bot:
         return location if status == 303 else None
 
     async def participate(self) -> None:
+        """Take a personal link (the open link once they are used up) and go through the study."""
         run = self.run
-        status, html, location = await self.request("GET", run.join_path)
-        if status != 200:
-            return
-        join = page_forms(html, run.join_path)[0]
-        location = await self.post(run.join_path, join, fill(join, self.rng)) or ""
-        if not location:
-            return
+        if run.tokens:
+            location = f"/p/{run.tokens.pop()}/"
+        else:
+            status, html, location = await self.request("GET", run.join_path)
+            if status != 200:
+                return
+            join = page_forms(html, run.join_path)[0]
+            location = await self.post(run.join_path, join, fill(join, self.rng)) or ""
+            if not location:
+                return
         run.result.joined += 1
         url = location
         chats = 0
@@ -319,6 +327,7 @@ class LoadRun:
         self.think_s = think_s
         self.result = result
         self.acknowledged: set[str] = set()
+        self.tokens: list[str] = []
         self.killed = False
         self.acknowledged_before_kill: set[str] = set()
         limits = httpx.Limits(max_connections=result.participants * 2, max_keepalive_connections=result.participants)
@@ -330,6 +339,7 @@ class LoadRun:
 
 async def _drive(
     server: ServerProcess,
+    tokens: list[str],
     participants: int,
     duration_s: float,
     kill_at_s: float | None,
@@ -341,6 +351,7 @@ async def _drive(
         raise RuntimeError("the load test joins through the open link: set participants.open_link: true")
     base = server.urls["base"].rstrip("/")
     run = LoadRun(base, open_link[len(base) :], duration_s, think_s, result)
+    run.tokens = list(reversed(tokens))
     started = time.monotonic()
 
     async def slot(number: int) -> None:
@@ -377,6 +388,24 @@ def count_log(folder: Path) -> tuple[Counter[str], int]:
     return counts, lines
 
 
+def issue_tokens(study_path: str, folder: Path, count: int) -> list[str]:
+    """Personal links for the bots, issued before the server starts (as a researcher sends them out):
+    every bot comes from 127.0.0.1, so the open link's per-address join limit would throttle them."""
+    from usersimcrs.studio.server import study_keys
+    from usersimcrs.studio.service import Pools, StudyService
+    from usersimcrs.studio.store import StudyStore
+
+    study = load_study(study_path, output=folder)
+    store = StudyStore(folder)
+    try:
+        keys = study_keys(study, create=True)
+        service = StudyService(study, store, keys, Pools(), None)
+        issued = service.issue_links(count)
+    finally:
+        store.close()
+    return [keys.participant_token(participant_id) for participant_id in issued]
+
+
 def run_load_test(
     study_path: str,
     *,
@@ -394,10 +423,11 @@ def run_load_test(
     load_study(study_path)  # a bad study stops here with one line, before any process starts
     folder = Path(output) if output else Path(tempfile.mkdtemp(prefix="studio-load-")) / "study"
     result = LoadTestResult(participants=participants, duration_s=duration_s, kill_at_s=kill_at_s, folder=str(folder))
+    tokens = issue_tokens(study_path, folder, participants * 10)
     server = ServerProcess(study_path, folder)
     server.start()
     try:
-        run = asyncio.run(_drive(server, participants, duration_s, kill_at_s, think_s, result))
+        run = asyncio.run(_drive(server, tokens, participants, duration_s, kill_at_s, think_s, result))
     finally:
         server.stop()
     counts, lines = count_log(folder)
