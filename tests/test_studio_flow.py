@@ -79,10 +79,10 @@ def test_participants_complete_every_task_and_the_export_is_read_by_meta_eval_an
     assert row["units_2plus"] == sum(1 for u in units if sum(u in ratings for ratings in by.values()) >= 2) > 0
     assert row["krippendorff_alpha"] == pytest.approx(krippendorff_alpha(matrix, "ordinal"), abs=1e-3)
     # turn-level references sit on the system utterances they rate
-    annotated_line = next(
-        json.loads(line) for line in (tmp_path / "export" / "annotations" / "dialogues.jsonl").read_text().splitlines()
-    )
-    turn_refs = [u["metadata"].get("reference") for u in annotated_line["utterances"] if u["participant"] == "AGENT"]
+    from usersimcrs.core.run_folder import load_run
+
+    annotated_dialogue = load_run(tmp_path / "export" / "annotations").dialogues[0]
+    turn_refs = [u.metadata.get("reference") for u in annotated_dialogue.utterances if u.participant == "AGENT"]
     assert all(set(ref) == {"relevance", "interestingness"} for ref in turn_refs)
     assert (tmp_path / "export" / "turing.csv").read_text().count("discriminator") >= 1
 
