@@ -18,7 +18,7 @@ def test_sigkill_mid_study_loses_no_acknowledged_record(tmp_path):
     tasks = full_tasks(tmp_path)
     path = write_study(tmp_path, tasks=tasks)
     result = run_load_test(
-        str(path), participants=6, duration_s=7.0, kill_at_s=3.0, think_s=0.1, output=str(tmp_path / "study")
+        str(path), participants=6, duration_s=5.0, kill_at_s=2.0, think_s=0.1, output=str(tmp_path / "study")
     )
     assert result.acknowledged_before_kill > 0 and result.acknowledged > result.acknowledged_before_kill
     assert result.lost == 0 and result.lost_before_kill == 0, result.lost_examples

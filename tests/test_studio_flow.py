@@ -33,6 +33,7 @@ def studio(tmp_path):
         one.close()
 
 
+@pytest.mark.slow
 def test_participants_complete_every_task_and_the_export_is_read_by_meta_eval_and_fidelity(studio, tmp_path):
     from usersimcrs.analysis.agreement import krippendorff_alpha
     from usersimcrs.pipeline.fidelity import fidelity
@@ -175,3 +176,17 @@ def test_chat_shows_items_and_the_crs_opens_when_configured(studio, tmp_path):
     p.act(url, "message", {"text": "something else please"})
     html = p.page(url).text
     assert '<ol class="items"' in html and html.count('<li class="turn system">') == 3
+
+
+def test_a_battle_is_held_one_conversation_after_the_other(studio, tmp_path):
+    s = studio(tasks={"battle": {"max_turns": 2}})
+    p = s.join()
+    url = p.next()
+    form = hidden_fields(p.page(url).text)
+    first, second = s.service.state.assignments[url.rsplit("/", 1)[-1]].conversation_ids
+    assert form["conversation_id"] == first
+    early = p.client.post(f"{url}/message", data={**form, "conversation_id": second, "text": "hi B"})
+    assert early.status_code == 400 and "out of date" in early.text
+    assert not s.service.state.conversations[second].exchanges
+    assert p.act(url, "message", {"text": "hi A"}).status_code == 303
+    assert s.service.state.conversations[first].user_turns == 1

@@ -313,10 +313,17 @@ class StudyService:
 
     # ------------------------------------------------------------------ chat
 
-    def _conversation(self, participant_id: str, assignment_id: str, conversation_id: str) -> Conversation:
+    def _conversation(
+        self, participant_id: str, assignment_id: str, conversation_id: str, *, current: bool = True
+    ) -> Conversation:
+        """The participant's conversation; with `current`, only the one their assignment is at now
+        (a battle's second conversation cannot be started, nor its first changed, out of turn)."""
         assignment = self.assignment_of(participant_id, assignment_id)
         if conversation_id not in assignment.conversation_ids:
             raise Forbidden()
+        page = self.page(assignment)
+        if current and (page.conversation is None or page.conversation.conversation_id != conversation_id):
+            raise FormError("This form is out of date; please reload the page.")
         return self.state.conversations[conversation_id]
 
     async def send_message(
@@ -328,6 +335,10 @@ class StudyService:
         or ended) is a FormError: nothing is stored, and the page says the message was not sent.
         """
         _check_submission(submission_id)
+        record_id = f"msg:{submission_id}"
+        stored = self.state.records.get(record_id)
+        if isinstance(stored, ExchangeRecord) and stored.participant_id == participant_id:
+            return stored  # a retry of a message already answered: acknowledged again, stored once
         conversation = self._conversation(participant_id, assignment_id, conversation_id)
         task = self.chat_task(self.state.assignments[assignment_id])
         opening = task.opening == "crs" and not conversation.exchanges
@@ -338,7 +349,6 @@ class StudyService:
             if len(text) > self.study.config.limits.message_chars:
                 raise FormError(f"Messages are limited to {self.study.config.limits.message_chars} characters.")
         assert self.sessions is not None
-        record_id = f"msg:{submission_id}"
         async with self.sessions.lock(conversation_id):
             stored = self.state.records.get(record_id)
             if stored is not None:  # a retried or double-clicked message: answered once
@@ -374,10 +384,11 @@ class StudyService:
         return stored_exchange
 
     async def end_chat(self, participant_id: str, assignment_id: str, conversation_id: str) -> None:
-        conversation = self._conversation(participant_id, assignment_id, conversation_id)
-        task = self.chat_task(self.state.assignments[assignment_id])
+        conversation = self._conversation(participant_id, assignment_id, conversation_id, current=False)
         if conversation.end is not None:
-            return
+            return  # a double click on "end"
+        self._conversation(participant_id, assignment_id, conversation_id)
+        task = self.chat_task(self.state.assignments[assignment_id])
         if conversation.user_turns < task.min_turns:
             raise FormError(f"Please talk to the system for at least {task.min_turns} turn(s) before ending.")
         await self._end(conversation, "user_stop")
@@ -408,12 +419,12 @@ class StudyService:
     async def label(
         self, participant_id: str, assignment_id: str, conversation_id: str, form: dict[str, str]
     ) -> LabelRecord:
-        conversation = self._conversation(participant_id, assignment_id, conversation_id)
+        labelled = f"label:{conversation_id}" in self.state.records  # a repeat returns the stored label
+        conversation = self._conversation(participant_id, assignment_id, conversation_id, current=not labelled)
         assignment = self.state.assignments[assignment_id]
         satisfaction = form.get("satisfaction")
         if satisfaction not in ("satisfied", "frustrated"):
             raise FormError("Please say whether you were satisfied or frustrated.")
-        assert self.study.chat_rubric is not None or not self.chat_criteria(assignment)
         ratings = _ratings(form, "d:", self.chat_criteria(assignment), self.study.chat_rubric)
         record = LabelRecord(
             record_id=f"label:{conversation_id}",
