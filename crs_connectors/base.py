@@ -7,6 +7,7 @@ The engine creates one connector instance per conversation from the shared `RunC
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -88,23 +89,36 @@ connectors: Registry[type[CRSConnector]] = Registry(
 )
 
 
-def build_connector(section: dict[str, Any], context: RunContext, *, source: str = "config") -> CRSConnector:
-    """The connector a `crs:` section describes (validated; wrapped by the recorder when `record_to` is set)."""
+@dataclass(frozen=True)
+class ConnectorSpec:
+    """A `crs:` section resolved: the connector class and its validated options."""
+
+    cls: type[CRSConnector]
+    config: ConnectorConfig
+
+    def build(self, context: RunContext, *, record: bool = True) -> CRSConnector:
+        """One connector for one conversation, wrapped by the recorder when its config sets `record_to`
+        (`record=False`: the bare connector, e.g. for a health check)."""
+        connector = self.cls(self.config, context)
+        if record and self.config.record_to:
+            from crs_connectors.record_replay import RecordingConnector
+
+            return RecordingConnector(connector, self.config.record_to)
+        return connector
+
+
+def connector_spec(section: dict[str, Any], source: str = "config") -> ConnectorSpec:
+    """The one place a `crs:` section becomes a connector: class from the registry, options validated
+    (errors name `source` and the key). The engine, the preflight check and the probe all use it."""
     from usersimcrs.config import validate_section
     from usersimcrs.errors import ConfigError
 
     if "type" not in section:
         raise ConfigError(f"{source}: missing key 'crs.type'")
     cls = connectors.get(str(section["type"]))
-    config = validate_section(cls.Config, section, source=source, prefix="crs")
-    return instantiate(cls, config, context)
+    return ConnectorSpec(cls, validate_section(cls.Config, section, source=source, prefix="crs"))
 
 
-def instantiate(cls: type[CRSConnector], config: ConnectorConfig, context: RunContext) -> CRSConnector:
-    """One connector for one conversation, wrapped by the recorder when its config sets `record_to`."""
-    connector = cls(config, context)
-    if config.record_to:
-        from crs_connectors.record_replay import RecordingConnector
-
-        return RecordingConnector(connector, config.record_to)
-    return connector
+def build_connector(section: dict[str, Any], context: RunContext, *, source: str = "config") -> CRSConnector:
+    """The connector a `crs:` section describes (validated; wrapped by the recorder when `record_to` is set)."""
+    return connector_spec(section, source).build(context)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.items import ItemCollection
+from usersimcrs.core.matrix_folder import cell_name
 from usersimcrs.core.profile import InformationNeed, UserProfile
 from usersimcrs.errors import DataError
 from usersimcrs.registry import Registry
@@ -146,7 +147,7 @@ class CellRun:
 
     @property
     def name(self) -> str:
-        return f"{self.simulator}__{self.crs}__{self.dataset}"
+        return cell_name(self.simulator, self.crs, self.dataset)
 
 
 @dataclass

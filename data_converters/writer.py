@@ -6,16 +6,13 @@ conversion_report.json. Files of these names left by an earlier conversion (or a
 folder are removed first, so the folder never mixes two conversions.
 
 A converter may also return JSONL side files (e.g. votes.jsonl) and matrix cells: one run folder per
-cell under ``cells/<simulator>__<crs>__<dataset>/`` (dialogues.jsonl + manifest.json) indexed by
-``matrix.json`` in the layout `usersimcrs.analysis.compare.discover_cells` reads. Cell folders listed
-by an earlier conversion's matrix.json are removed first.
+cell (dialogues + manifest, written through `RunFolder`) indexed by the matrix index, in the layout
+`MatrixFolder` owns. Cell folders listed by an earlier conversion's index are removed first.
 """
 
 from __future__ import annotations
 
 import csv
-import json
-import shutil
 import time
 from pathlib import Path
 from typing import Sequence
@@ -24,9 +21,10 @@ import yaml
 
 from data_converters.base import CellRun, ConversionOutput, ConversionReport
 from usersimcrs.core.dialoguekit_io import write_dialoguekit
-from usersimcrs.core.jsonl import JsonlWriter
+from usersimcrs.core.jsonl import write_jsonl
+from usersimcrs.core.matrix_folder import MatrixFolder
+from usersimcrs.core.run_folder import DIALOGUES, RunFolder
 
-DIALOGUES = "dialogues.jsonl"
 DIALOGUEKIT = "dialogues.dialoguekit.json"
 ITEMS = "items.csv"
 ITEMS_MAPPING = "items.yaml"
@@ -40,8 +38,6 @@ DERIVED = (
     "annotation_report.dialogue-acts.json",
     "annotation_report.information-need.json",
 )
-CELLS_DIR = "cells"
-MATRIX_INDEX = "matrix.json"
 
 
 def write_output(output: ConversionOutput, report: ConversionReport, out_dir: str | Path) -> Path:
@@ -50,10 +46,10 @@ def write_output(output: ConversionOutput, report: ConversionReport, out_dir: st
     out.mkdir(parents=True, exist_ok=True)
     for name in (*OWN_FILES, *DERIVED, *output.extra_files, *output.jsonl_files):
         (out / name).unlink(missing_ok=True)  # no stale file from an earlier conversion survives
-    _remove_converted_cells(out)
+    MatrixFolder(out).remove_converted_cells()
     files: list[str] = []
     if output.dialogues:
-        _write_jsonl(out / DIALOGUES, output.dialogues)
+        RunFolder(out).write_dialogues(output.dialogues)
         write_dialoguekit(output.dialogues, out / DIALOGUEKIT)
         files += [DIALOGUES, DIALOGUEKIT]
         report.counts_out["dialogues"] = len(output.dialogues)
@@ -81,7 +77,7 @@ def write_output(output: ConversionOutput, report: ConversionReport, out_dir: st
         files.append(RATINGS)
         report.counts_out["ratings"] = len(output.ratings)
     for name, payload in output.extra_files.items():
-        (out / name).write_text(json.dumps(payload, ensure_ascii=False, indent=1), encoding="utf-8")
+        RunFolder(out).write_json(out / name, payload)
         files.append(name)
     for name, records in output.jsonl_files.items():
         _write_jsonl(out / name, records)
@@ -94,32 +90,13 @@ def write_output(output: ConversionOutput, report: ConversionReport, out_dir: st
     return out
 
 
-def _remove_converted_cells(out: Path) -> None:
-    """Remove the cell folders an earlier conversion wrote (never cells of a simulated matrix)."""
-    index = out / MATRIX_INDEX
-    if not index.exists():
-        return
-    try:
-        data = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return
-    if not isinstance(data, dict) or data.get("source") != "convert":
-        return
-    for entry in data.get("cells", []):
-        name = str(entry.get("name", ""))
-        folder = out / CELLS_DIR / name
-        if name and "/" not in name and ".." not in name and folder.is_dir():
-            shutil.rmtree(folder)
-    index.unlink()
-
-
 def _write_cells(out: Path, cells: list[CellRun], dataset: str) -> list[str]:
-    """Each cell as a run folder (dialogues.jsonl + manifest.json) and matrix.json indexing them."""
+    """Each cell as a run folder (dialogues + manifest) and the matrix index listing them."""
+    matrix = MatrixFolder(out)
     files = []
     for cell in cells:
-        folder = out / CELLS_DIR / cell.name
-        folder.mkdir(parents=True, exist_ok=True)
-        _write_jsonl(folder / DIALOGUES, cell.dialogues)
+        folder = RunFolder(matrix.cell_dir(cell.name))
+        folder.write_dialogues(cell.dialogues)
         manifest = {
             "name": cell.name,
             "status": "completed",
@@ -131,8 +108,11 @@ def _write_cells(out: Path, cells: list[CellRun], dataset: str) -> list[str]:
             },
             **cell.manifest,
         }
-        (folder / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
-        files += [f"{CELLS_DIR}/{cell.name}/{DIALOGUES}", f"{CELLS_DIR}/{cell.name}/manifest.json"]
+        folder.write_manifest(manifest)
+        files += [
+            str(folder.dialogues_path.relative_to(out)),
+            str(folder.manifest_path.relative_to(out)),
+        ]
     axes = {
         "simulators": sorted({c.simulator for c in cells}),
         "crs": sorted({c.crs for c in cells}),
@@ -149,14 +129,14 @@ def _write_cells(out: Path, cells: list[CellRun], dataset: str) -> list[str]:
                 "simulator": c.simulator,
                 "crs": c.crs,
                 "dataset": c.dataset,
-                "run_dir": f"{CELLS_DIR}/{c.name}",
+                "run_dir": matrix.cell_entry(c.name),
                 "status": _cell_status(c),
             }
             for c in cells
         ],
     }
-    (out / MATRIX_INDEX).write_text(json.dumps(index, indent=1), encoding="utf-8")
-    return files + [MATRIX_INDEX]
+    matrix.write_index(index)
+    return files + [matrix.index_path.name]
 
 
 def _cell_status(cell: CellRun) -> str:
@@ -165,10 +145,7 @@ def _cell_status(cell: CellRun) -> str:
 
 
 def _write_jsonl(path: Path, records: Sequence) -> None:
-    path.unlink(missing_ok=True)
-    with JsonlWriter(path) as writer:
-        for record in records:
-            writer.write(record)
+    write_jsonl(path, records)
 
 
 def _number(value: float) -> str:

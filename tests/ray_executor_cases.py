@@ -15,7 +15,7 @@ import yaml
 
 from usersimcrs.config import load_run_config
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.core.manifest import read_manifest
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.engine.runner import run
 from usersimcrs.errors import ConfigError
 
@@ -70,13 +70,13 @@ def test_ray_run_gives_the_same_conversations_as_the_local_run(tmp_path, local_r
     assert len(a) == 12 and [r["conversation_id"] for r in a] == [r["conversation_id"] for r in b]
     assert a == b  # same seeds, texts, items, statuses and errors
     assert (remote.completed, remote.failed) == (local.completed, local.failed) == (9, 3)  # indices 1, 6, 11 fail
-    manifest = read_manifest(tmp_path / "ray")
+    manifest = RunFolder(tmp_path / "ray").read_manifest()
     assert manifest["status"] == "completed" and manifest["dialogues"] == {
         "completed": 9,
         "failed": 3,
         "ambiguous_items": 0,
     }
-    assert manifest["config_hash"] == read_manifest(tmp_path / "local")["config_hash"]
+    assert manifest["config_hash"] == RunFolder(tmp_path / "local").read_manifest()["config_hash"]
 
 
 def test_ray_run_resumes_a_partial_local_run(tmp_path, local_ray):

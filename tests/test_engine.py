@@ -15,7 +15,7 @@ import yaml
 
 from usersimcrs.config import load_run_config
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.core.manifest import read_manifest
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.engine.ids import conversation_id
 from usersimcrs.engine.runner import run
 
@@ -67,7 +67,7 @@ def test_run_writes_every_conversation_once_with_stable_ids(tmp_path):
     assert all(r["end_reason"] == "agenda_done" and r["status"] == "ok" for r in records)
     # opening user turn + 2 more user turns, each answered by the CRS
     assert all(len(r["utterances"]) == 3 * 2 for r in records)
-    manifest = read_manifest(tmp_path / "a")
+    manifest = RunFolder(tmp_path / "a").read_manifest()
     assert manifest["dialogues"] == {"completed": 20, "failed": 0, "ambiguous_items": 0}
     assert manifest["status"] == "completed" and manifest["config_hash"]
 
@@ -173,7 +173,7 @@ def test_kill_9_then_resume_gives_exactly_all_conversations(tmp_path):
     records = _records(out_dir)
     ids = [r["conversation_id"] for r in records]
     assert len(ids) == 40 and len(set(ids)) == 40
-    assert read_manifest(out_dir)["dialogues"]["completed"] == 40
+    assert RunFolder(out_dir).read_manifest()["dialogues"]["completed"] == 40
 
 
 def test_resume_reruns_failed_conversations_and_keep_failed_skips_them(tmp_path):
@@ -195,15 +195,14 @@ def test_resume_reruns_failed_conversations_and_keep_failed_skips_them(tmp_path)
 
 
 def test_drop_failed_rewrites_atomically_without_failed_lines_or_torn_tail(tmp_path):
-    from usersimcrs.engine.runner import drop_failed
-
-    path = tmp_path / "d.jsonl"
+    folder = RunFolder(tmp_path)
+    path = folder.dialogues_path
     lines = [
         json.dumps({"conversation_id": c, "status": s}).encode() + b"\n"
         for c, s in [("a", "ok"), ("b", "failed"), ("c", "ok"), ("a", "ok")]
     ]
     path.write_bytes(b"".join(lines) + b'{"conversation_id": "d", "sta')
     inode = path.stat().st_ino
-    assert drop_failed(path) == {"b"}
+    assert folder.drop_failed() == {"b"}
     assert path.read_bytes() == lines[0] + lines[2]
     assert path.stat().st_ino != inode  # replaced, not edited in place

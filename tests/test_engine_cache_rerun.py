@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from usersimcrs.config import RunConfig
-from usersimcrs.core.manifest import read_manifest
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.engine.runner import run
 from usersimcrs.testing.llm_server import LLMServer
 
@@ -47,7 +47,7 @@ def test_second_run_makes_no_llm_call_and_gives_the_same_conversations(tmp_path)
         served = len(server.chat_requests)
         second = run(RunConfig.model_validate(data), tmp_path / "second")
         assert len(server.chat_requests) == served  # nothing reached the server the second time
-    m1, m2 = read_manifest(tmp_path / "first"), read_manifest(tmp_path / "second")
+    m1, m2 = RunFolder(tmp_path / "first").read_manifest(), RunFolder(tmp_path / "second").read_manifest()
     assert first.completed == second.completed == 6
     assert m1["llm"]["calls"] > 0 and m1["llm"]["cache_hits"] == 0
     assert m2["llm"]["calls"] == 0 and m2["llm"]["cache_hits"] == m1["llm"]["calls"]

@@ -9,7 +9,7 @@ import pytest
 
 from usersimcrs.config import RunConfig
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.core.manifest import read_manifest
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.engine.loop import current_loop_kind, resolve_loop, run_coroutine
 from usersimcrs.engine.runner import run
 from usersimcrs.errors import ConfigError
@@ -59,8 +59,8 @@ def test_uvloop_and_asyncio_runs_give_identical_conversations(tmp_path, client):
     assert sum(len(r["utterances"]) for r in plain.values()) > 12  # several turns each, via real LLM calls
     assert calls > 0
     assert plain == fast
-    assert read_manifest(tmp_path / "asyncio")["environment"]["event_loop"] == "asyncio"
-    assert read_manifest(tmp_path / "uvloop")["environment"]["event_loop"] == "uvloop"
+    assert RunFolder(tmp_path / "asyncio").read_manifest()["environment"]["event_loop"] == "asyncio"
+    assert RunFolder(tmp_path / "uvloop").read_manifest()["environment"]["event_loop"] == "uvloop"
 
 
 def test_event_loop_does_not_change_the_config_hash():

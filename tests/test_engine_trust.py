@@ -27,7 +27,7 @@ from usersimcrs.analysis.failures import summarize_failures_file as summarize_fa
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import USER, Dialogue, ItemRef, Utterance
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.core.manifest import read_manifest
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.engine.conversation import RAW_LIMIT_BYTES, bounded_raw
 from usersimcrs.pipeline.simulate import simulate
 from usersimcrs.simulators.base import SimulatorConfig, Stop, UserSimulator
@@ -233,7 +233,7 @@ def test_crs_killed_mid_run_then_restarted_and_resumed_equals_an_uninterrupted_r
     assert _by_id(out) == _by_id(tmp_path / "reference")  # same IDs, texts and items as the clean run
     seeds = {r["conversation_id"]: r["seed"] for r in final}
     assert all(seeds[f["conversation_id"]] == f["seed"] for f in failed)  # re-run with the same ID and seed
-    manifest = read_manifest(out)
+    manifest = RunFolder(out).read_manifest()
     assert manifest["status"] == "completed" and manifest["dialogues"]["completed"] == 12
     print(f"resume figures: failed after kill {len(failed)}/12, snapshots checked {snapshots}, final ok {len(final)}")
 
@@ -303,7 +303,7 @@ def test_failed_share_over_the_limit_exits_3_with_reasons(tmp_path):
     records = _lines(tmp_path / "a")
     failed = sum(r["status"] == "failed" for r in records)
     assert len(records) == 20 and failed == 10  # the folder is fully written before exit 3
-    assert read_manifest(tmp_path / "a")["status"] == "completed"
+    assert RunFolder(tmp_path / "a").read_manifest()["status"] == "completed"
     assert "failed conversations: 10 of 20; top reasons:" in out.stdout
     assert "   10  ConnectorError: HTTP 500" in out.stdout
     assert out.stderr.strip() == "error: 10 of 20 conversations failed (50%), more than max_failed_share 0.2"
@@ -409,6 +409,6 @@ def test_ambiguous_titles_are_counted_in_the_run_summary(tmp_path):
     assert all(
         items == [(None, "ambiguous", ["1", "2"]), ("2", "exact", []), ("3", "normalized", [])] for items in lists
     )
-    manifest = read_manifest(tmp_path / "run")
+    manifest = RunFolder(tmp_path / "run").read_manifest()
     assert manifest["dialogues"]["ambiguous_items"] == len(agent) > 0
     assert f", {len(agent)} ambiguous item titles" in out.stdout

@@ -21,8 +21,8 @@ from tests.metrics_fixtures import write_run
 from usersimcrs.cli import main
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.core.manifest import read_manifest
 from usersimcrs.core.profile import UserProfile
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.errors import ConfigError
 from usersimcrs.judges.base import JudgeOptions
 from usersimcrs.judges.core12 import Core12Judge
@@ -142,7 +142,7 @@ def test_the_manifest_reports_prefix_reuse_per_component_and_judge(tmp_path):
                 judge=name, llm_backend="openai", base_url=server.openai_url, model=model, no_cache=True
             )
             judge(run_dir, request)
-    judges = read_manifest(run_dir)["judges"]
+    judges = RunFolder(run_dir).read_manifest()["judges"]
     for name in ("quality", "core12"):
         figure = judges["prefix_reuse"][name]
         assert figure["prompt_chars"] > 0
@@ -188,7 +188,7 @@ def test_batch_mode_makes_one_call_and_stores_every_criterion_as_batched(tmp_pat
     assert schema["required"] == [c.name for c in load_rubric("quality").criteria]
     assert schema["properties"]["fluency"]["properties"]["rating"]["maximum"] == 5
     # the batch's tokens are spread over its judgments without changing the total
-    manifest = read_manifest(run_dir)["judges"]
+    manifest = RunFolder(run_dir).read_manifest()["judges"]
     assert manifest["usage"]["calls"] == calls
     # a per-criterion run with the same model finds everything done
     with LLMServer() as server:

@@ -21,7 +21,7 @@ import yaml
 
 from usersimcrs.config import load_run_config
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.core.manifest import read_manifest
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.engine.runner import run
 from usersimcrs.llm.cache import CACHE_FILE, CachedReply, ResponseCache
 from usersimcrs.testing.llm_server import LLMServer
@@ -101,7 +101,7 @@ def test_three_sigkills_then_resume_equal_an_uninterrupted_run(tmp_path):
     killed, expected = _texts(out), _texts(tmp_path / "reference")
     assert len(killed) == CONVERSATIONS and sum(1 for _ in iter_jsonl(out / "dialogues.jsonl")) == CONVERSATIONS
     assert killed == expected  # same IDs, statuses, texts and recommended items
-    manifest = read_manifest(out)
+    manifest = RunFolder(out).read_manifest()
     assert manifest["status"] == "completed" and manifest["timings"]["sessions"] == 4
     with sqlite3.connect(tmp_path / "cache" / CACHE_FILE) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from data_converters.writer import DIALOGUEKIT, DIALOGUES, ITEMS_MAPPING
+from data_converters.writer import DIALOGUEKIT, ITEMS_MAPPING
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.dialoguekit_io import write_dialoguekit
 from usersimcrs.core.items import ItemCollection
-from usersimcrs.core.jsonl import JsonlWriter, read_models
+from usersimcrs.core.jsonl import read_models
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.yaml_io import read_yaml
 from usersimcrs.errors import DataError
 
@@ -19,11 +19,14 @@ class ConvertedFolder:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if not (self.path / DIALOGUES).is_file():
-            raise DataError(f"{self.path}: no {DIALOGUES} (expected the output folder of 'usersimcrs convert')")
+        self.folder = RunFolder(self.path)
+        if not self.folder.dialogues_path.is_file():
+            raise DataError(
+                f"{self.path}: no {self.folder.dialogues_path.name} (expected the output folder of 'usersimcrs convert')"
+            )
 
     def dialogues(self) -> list[Dialogue]:
-        return read_models(self.path / DIALOGUES, Dialogue)
+        return read_models(self.folder.dialogues_path, Dialogue)
 
     def items(self) -> ItemCollection | None:
         """The folder's item collection (via items.yaml), or None when it has none."""
@@ -35,12 +38,6 @@ class ConvertedFolder:
         return ItemCollection.from_csv(csv_path, **mapping)
 
     def save_dialogues(self, dialogues: list[Dialogue]) -> None:
-        """Replace dialogues.jsonl atomically (write a temp file, then rename) and refresh the DialogueKit file."""
-        target = self.path / DIALOGUES
-        temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        temp.unlink(missing_ok=True)
-        with JsonlWriter(temp, fsync=True) as writer:
-            for dialogue in dialogues:
-                writer.write(dialogue)
-        os.replace(temp, target)
+        """Replace the dialogues atomically (write a temp file, then rename) and refresh the DialogueKit file."""
+        self.folder.write_dialogues(dialogues)
         write_dialoguekit(dialogues, self.path / DIALOGUEKIT)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from data_converters.augment.base import AnnotationTask, Provenance, Unit
 from data_converters.augment.folder import ConvertedFolder
+from data_converters.writer import DIALOGUEKIT
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl
 from usersimcrs.errors import LLMError
@@ -140,7 +141,7 @@ async def annotate(
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
     folder.save_dialogues(dialogues)
-    report.files = ["dialogues.jsonl", "dialogues.dialoguekit.json", *task.finish(folder, dialogues)]
+    report.files = [folder.folder.dialogues_path.name, DIALOGUEKIT, *task.finish(folder, dialogues)]
     progress_path(folder, task).unlink(missing_ok=True)
     report.failed = len(report.failures)
     report.usage = usage() if usage is not None else {}

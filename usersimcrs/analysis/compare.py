@@ -1,14 +1,13 @@
 """Compare CRSs across a simulator x CRS x dataset matrix: rankings, simulator agreement, paired tests.
 
-A matrix folder holds one run folder per cell under ``cells/<simulator>__<crs>__<dataset>/`` and an
-index ``matrix.json``. Conversations are paired across CRSs by their index within the cell: cells
+A matrix folder holds one run folder per cell and an index (`MatrixFolder` owns the layout).
+Conversations are paired across CRSs by their index within the cell: cells
 share the run seed, so conversation i of every cell plays the same simulated user.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -20,11 +19,9 @@ from usersimcrs.analysis.judgments import judgments_table
 from usersimcrs.analysis.ranking import MIN_CELL_N, agreement_matrix, rank_table, ranking_notes, simulator_agreement
 from usersimcrs.analysis.significance import paired_test
 from usersimcrs.analysis.summary import describe
+from usersimcrs.core.matrix_folder import Cell, MatrixFolder
 from usersimcrs.errors import DataError
 
-CELLS_DIR = "cells"
-INDEX = "matrix.json"
-COMPARISON_DIR = "comparison"
 HEADLINE_METRICS = [
     "success",
     "successful_round_ratio",
@@ -39,50 +36,13 @@ LOWER_IS_BETTER = {"turns", "user_turns", "utterances", "exchanges"}
 CELL_KEYS = ["dataset", "simulator", "crs"]
 
 
-@dataclass
-class Cell:
-    """One simulator x CRS x dataset run folder of a matrix."""
-
-    name: str
-    simulator: str
-    crs: str
-    dataset: str
-    run_dir: Path
-
-
-def cell_name(simulator: str, crs: str, dataset: str) -> str:
-    """The folder name of a cell."""
-    return f"{simulator}__{crs}__{dataset}"
-
-
 def discover_cells(matrix_dir: str | Path) -> list[Cell]:
-    """The cells of a matrix folder: from matrix.json when present, else from cells/<sim>__<crs>__<dataset>/."""
-    matrix_dir = Path(matrix_dir)
-    index = matrix_dir / INDEX
-    cells: list[Cell] = []
-    if index.exists():
-        try:
-            data = json.loads(index.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{index}: not valid JSON ({exc})") from None
-        for entry in data.get("cells", []):
-            run_dir = matrix_dir / entry.get("run_dir", f"{CELLS_DIR}/{entry['name']}")
-            cells.append(Cell(entry["name"], entry["simulator"], entry["crs"], entry["dataset"], run_dir))
-    elif (matrix_dir / CELLS_DIR).is_dir():
-        for folder in sorted((matrix_dir / CELLS_DIR).iterdir()):
-            parts = folder.name.split("__")
-            if folder.is_dir() and len(parts) == 3:
-                cells.append(Cell(folder.name, parts[0], parts[1], parts[2], folder))
-    if not cells:
-        raise DataError(
-            f"{matrix_dir}: no cells found (expected {INDEX} or {CELLS_DIR}/<simulator>__<crs>__<dataset>/)"
-        )
-    return [c for c in cells if (c.run_dir / "dialogues.jsonl").exists()]
+    """The written cells of a matrix folder (from its index, else from its cell folders)."""
+    return MatrixFolder(matrix_dir).written_cells()
 
 
 def is_matrix_dir(path: str | Path) -> bool:
-    path = Path(path)
-    return (path / INDEX).exists() or (path / CELLS_DIR).is_dir()
+    return MatrixFolder(path).is_matrix()
 
 
 def judge_columns(records: list[dict]) -> pd.DataFrame:
@@ -102,20 +62,22 @@ def combined_table(cells: Iterable[Cell], config=None) -> tuple[pd.DataFrame, pd
     """
     from usersimcrs.analysis.run_metrics import evaluate, write_metrics
     from usersimcrs.core.run_folder import load_run
-    from usersimcrs.metrics.config import BY_TURN, METRICS
 
     frames, curves = [], []
     for cell in cells:
         data = load_run(cell.run_dir)
-        if config is not None or not (cell.run_dir / METRICS).exists() or not (cell.run_dir / BY_TURN).exists():
-            write_metrics(cell.run_dir, evaluate(data, config))
-        metrics = pd.read_csv(cell.run_dir / METRICS, dtype={"conversation_id": str})
+        if config is not None or not data.folder.has_metrics():
+            result = evaluate(data, config)
+            with data.folder.lock("compare"):
+                write_metrics(data.folder, result)
+        per_conversation, _, per_turn = data.folder.metrics_paths
+        metrics = pd.read_csv(per_conversation, dtype={"conversation_id": str})
         judged = judge_columns(data.judgments)
         if not judged.empty:
             metrics = metrics.merge(judged, on="conversation_id", how="left")
         keys = {"dataset": cell.dataset, "simulator": cell.simulator, "crs": cell.crs, "cell": cell.name}
         frames.append(metrics.assign(**keys))
-        curves.append(pd.read_csv(cell.run_dir / BY_TURN).assign(**keys))
+        curves.append(pd.read_csv(per_turn).assign(**keys))
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     by_turn = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
     return table, by_turn

@@ -1,6 +1,6 @@
 """A run's metrics as tables: per conversation (metrics + validity flags), summaries with n and CIs, per-turn curves.
 
-Files written next to ``dialogues.jsonl``:
+Files written into the run folder (by `RunFolder.write_metrics`):
 - ``metrics.csv``: one row per conversation, every metric plus the validity flags;
 - ``metrics_summary.csv``: per metric, n / mean / std / 95% bootstrap CI on all and on valid conversations;
 - ``metrics_by_turn.csv``: per-turn means (Recall@(t,k), PC_t@k, PCIR_t@k, Jaccard) on all and valid.
@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 
 from usersimcrs.analysis.summary import summarize
-from usersimcrs.core.run_folder import Run
+from usersimcrs.core.run_folder import Run, RunFolder
 from usersimcrs.metrics.compute import compute_metrics, turn_curves
-from usersimcrs.metrics.config import BY_TURN, METRICS, SUMMARY, MetricsConfig
+from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.metrics.validity import flag_conversations, flag_rates
 
 
@@ -57,11 +57,19 @@ def evaluate(data: Run, config: MetricsConfig | None = None) -> RunMetrics:
     return RunMetrics(conversations=conversations, summary=summary, by_turn=by_turn, rates=flag_rates(flags))
 
 
-def write_metrics(run_dir: str | Path, result: RunMetrics) -> list[Path]:
-    """Write the three CSV files into the run folder; returns their paths."""
-    run_dir = Path(run_dir)
-    paths = [run_dir / METRICS, run_dir / SUMMARY, run_dir / BY_TURN]
-    result.conversations.to_csv(paths[0], index=False)
-    result.summary.to_csv(paths[1], index=False)
-    result.by_turn.to_csv(paths[2], index=False)
-    return paths
+def write_metrics(run_dir: str | Path | RunFolder, result: RunMetrics) -> list[Path]:
+    """Write the three CSV files into the run folder (each whole or not at all); returns their paths."""
+    folder = run_dir if isinstance(run_dir, RunFolder) else RunFolder(run_dir)
+    return folder.write_metrics(
+        result.conversations.to_csv(index=False),
+        result.summary.to_csv(index=False),
+        result.by_turn.to_csv(index=False),
+    )
+
+
+def read_metrics(folder: RunFolder) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
+    """The three written tables (per conversation, summary, per turn), or None when one is missing."""
+    if not folder.has_metrics():
+        return None
+    conversations, summary, by_turn = folder.metrics_paths
+    return pd.read_csv(conversations), pd.read_csv(summary), pd.read_csv(by_turn)

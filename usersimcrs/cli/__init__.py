@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         return _stdout_gone()
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return int(getattr(exc, "exit_code", 2))  # e.g. 74 for a full disk, 75 for a folder another process writes
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

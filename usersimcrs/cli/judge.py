@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "judge", help="score a run's conversations with an LLM judge (quality, core12, pepper, persuasiveness)"
     )
-    parser.add_argument("run_dir", help="run folder with dialogues.jsonl")
+    parser.add_argument("run_dir", help="run folder")
     parser.add_argument("--judge", required=True, help="quality | core12 | pepper | persuasiveness (or a plug-in)")
     parser.add_argument(
         "--debate", action="store_true", help="with --judge core12: add CoRE's multi-agent debate score"
@@ -49,6 +49,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="put only the rated criterion's guideline in each prompt (shorter prompts, less prefix reuse)",
     )
     parser.add_argument("--include-invalid", action="store_true", help="also judge failed or too-short conversations")
+    parser.add_argument(
+        "--dedupe",
+        action="store_true",
+        help="a conversation ID on several lines: keep its first line (default: refuse the run, with the count)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print calls and estimated tokens; call nothing")
     parser.add_argument("--concurrency", type=int, default=4, help="conversations judged at once (default 4)")
     parser.add_argument("--limit", type=int, help="judge at most this many conversations")
@@ -74,6 +79,7 @@ def request_from(args: argparse.Namespace):
         "debate_roles": args.debate_roles,
         "max_rounds": args.max_rounds,
         "include_invalid": args.include_invalid,
+        "dedupe": args.dedupe,
         "dry_run": args.dry_run,
         "concurrency": args.concurrency,
         "limit": args.limit,

@@ -43,6 +43,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-report", action="store_true", help="skip report.html")
+    parser.add_argument(
+        "--dedupe",
+        action="store_true",
+        help="a conversation ID on several lines: keep its first line (default: refuse the run, with the count)",
+    )
     parser.set_defaults(func=handle)
 
 
@@ -66,6 +71,7 @@ def handle(args: argparse.Namespace) -> int:
         judgments=args.judgments,
         human=args.human,
         report=not args.no_report,
+        dedupe=args.dedupe,
     )
     print(
         f"reference '{result.reference_key}' ({result.reference_kind}) on {result.n_labelled} of "

@@ -15,7 +15,7 @@ HEADLINE = ["success", "turns", "recall@10", "pc@10", "jaccard", "satisfaction"]
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("metrics", help="compute rule-based metrics and the validity gate for a run")
-    parser.add_argument("run_dir", help="run folder (holds dialogues.jsonl)")
+    parser.add_argument("run_dir", help="run folder")
     parser.add_argument("--config", help="YAML with a 'metrics:' section (options, validity, thresholds)")
     parser.add_argument(
         "--max-failure-rate",
@@ -32,6 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--horizon", type=int, help="turns T for PC_T and the per-turn curves")
     parser.add_argument("--repeat-k", type=int, help="same system text this many times = repetition loop")
     parser.add_argument("--no-satisfaction", action="store_true", help="skip DialogueKit's satisfaction classifier")
+    parser.add_argument(
+        "--dedupe",
+        action="store_true",
+        help="a conversation ID on several lines: keep its first line (default: refuse the run, with the count)",
+    )
     parser.set_defaults(func=handle)
 
 
@@ -106,7 +111,7 @@ def flags_line(counts: dict[str, tuple[int, int]]) -> str:
 def handle(args: argparse.Namespace) -> int:
     from usersimcrs.pipeline.score import score
 
-    scores = score(args.run_dir, metrics_config(args))
+    scores = score(args.run_dir, metrics_config(args), dedupe=args.dedupe)
     print_scores(scores)
     for message in scores.gate:
         print(f"error: {message}", file=sys.stderr)

@@ -11,6 +11,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", help="YAML with a 'metrics:' section; metrics are recomputed with it")
     parser.add_argument("--metrics", help="matrix only: comma-separated metrics to compare")
     parser.add_argument("--seed", type=int, default=0, help="matrix only: seed of the resampling")
+    parser.add_argument(
+        "--dedupe",
+        action="store_true",
+        help="a conversation ID on several lines: keep its first line (default: refuse the run, with the count)",
+    )
     parser.set_defaults(func=handle)
 
 
@@ -20,5 +25,5 @@ def handle(args: argparse.Namespace) -> int:
 
     config = load_metrics_config(args.config) if args.config else None
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
-    print(f"written: {report(args.folder, config, metrics=metrics, seed=args.seed)}")
+    print(f"written: {report(args.folder, config, metrics=metrics, seed=args.seed, dedupe=args.dedupe)}")
     return 0

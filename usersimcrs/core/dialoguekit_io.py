@@ -292,7 +292,8 @@ def dialogue_to_dialoguekit(dialogue: Dialogue) -> dict[str, Any]:
 
 
 def write_dialoguekit(dialogues: list[Dialogue], path: str | Path) -> None:
-    """Write dialogues as one DialogueKit JSON file."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    """Write dialogues as one DialogueKit JSON file (whole or not at all: a full disk leaves the old file)."""
+    from usersimcrs.core.storage import write_atomic
+
     payload = [dialogue_to_dialoguekit(d) for d in dialogues]
-    Path(path).write_text(json.dumps(payload, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
+    write_atomic(path, json.dumps(payload, ensure_ascii=False, indent=1, default=str))

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterator, TypeVar
+from typing import Any, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from usersimcrs.core.storage import StorageError, append_record, is_storage_failure, storage_error
 from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import DataError
 
@@ -90,26 +91,52 @@ def _is_complete_record(raw: bytes) -> bool:
 
 
 class JsonlWriter:
-    """Appends records as whole lines with one write each, flushed (and optionally fsynced)."""
+    """Appends records as whole lines with one write each, flushed (and optionally fsynced).
+
+    A write that fails for lack of space or a device error raises `StorageError` naming the file,
+    after cutting the file back to its last whole line; a file this writer created and never got
+    a line into is removed again, so a failed command leaves no empty file behind.
+    """
 
     def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        repair_torn_tail(self.path)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._created = not self.path.exists()
+            repair_torn_tail(self.path)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if is_storage_failure(exc):
+                raise storage_error(exc, self.path, None) from None
+            raise
         self._fsync = fsync
+        self.lines = 0
 
     def write(self, record: BaseModel | dict[str, Any]) -> None:
         if isinstance(record, BaseModel):
             line = record.model_dump_json(exclude_none=False)
         else:
             line = json.dumps(record, ensure_ascii=False, default=str)
-        data = (line + "\n").encode("utf-8")
-        written = 0
-        while written < len(data):
-            written += os.write(self._fd, data[written:])
-        if self._fsync:
-            os.fsync(self._fd)
+        self.write_line((line + "\n").encode("utf-8"))
+
+    def write_line(self, data: bytes) -> None:
+        """Append one already encoded line (ending in a newline)."""
+        try:
+            append_record(self._fd, data, self.path)
+            if self._fsync:
+                os.fsync(self._fd)
+        except StorageError:
+            self._forget_if_empty()
+            raise
+        self.lines += 1
+
+    def sync(self) -> None:
+        """Flush the file to the device (before it replaces another by rename)."""
+        os.fsync(self._fd)
+
+    def _forget_if_empty(self) -> None:
+        if self._created and not self.lines and os.fstat(self._fd).st_size == 0:
+            self.path.unlink(missing_ok=True)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -121,3 +148,20 @@ class JsonlWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def write_jsonl(path: str | Path, records: Iterable[BaseModel | dict[str, Any]]) -> Path:
+    """A fresh JSONL file at `path`, whole or not at all: written beside it, renamed over it when complete."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        with JsonlWriter(tmp) as writer:
+            for record in records:
+                writer.write(record)
+            writer.sync()
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

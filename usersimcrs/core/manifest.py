@@ -1,9 +1,9 @@
-"""`manifest.json`: what ran, with which config (secrets removed), versions, seeds, usage, timings."""
+"""What a manifest records beyond the config: the environment, and the config with secret values removed.
+
+`RunFolder` (core/run_folder.py) reads and writes the manifest itself."""
 
 from __future__ import annotations
 
-import json
-import os
 import platform
 import re
 import subprocess
@@ -12,7 +12,6 @@ from typing import Any
 
 from usersimcrs.version import __version__
 
-MANIFEST = "manifest.json"
 _SECRET_PARTS = re.compile(r"(?:^|_)(?:api_?key|token|secret|password|passwd|authorization|auth|cookie|bearer)(?:_|$)")
 
 
@@ -71,35 +70,3 @@ def environment() -> dict[str, Any]:
         "platform": platform.platform(),
         "git_commit": git_commit(),
     }
-
-
-def read_manifest(run_dir: str | Path) -> dict[str, Any]:
-    path = Path(run_dir) / MANIFEST
-    if not path.exists():
-        return {}
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def write_manifest(run_dir: str | Path, manifest: dict[str, Any]) -> None:
-    """Write atomically (temp file + rename) so a crash never leaves half a manifest."""
-    path = Path(run_dir) / MANIFEST
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(scrub_secrets(manifest), indent=2, sort_keys=False, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def update_manifest(run_dir: str | Path, patch: dict[str, Any]) -> dict[str, Any]:
-    """Deep-merge `patch` into the manifest of `run_dir` and write it back."""
-    merged = _deep_merge(read_manifest(run_dir), patch)
-    write_manifest(run_dir, merged)
-    return merged

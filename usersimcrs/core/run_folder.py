@@ -1,27 +1,40 @@
-"""A run folder read into one typed handle: `Run` (dialogues, profiles, manifest, judgments).
+"""The run folder's one owner: `RunFolder` knows its file names and does every read and write of them.
 
-Every command and the public API read run folders through `load_run`, so there is one reader:
-`dialogues.jsonl` (a torn last line from a crash is ignored), `profiles.jsonl` (each distinct user
-profile once; dialogue lines name theirs by `profile_id` and get it attached here; older lines that
-embed the profile read as they are), `manifest.json` (typed sections, unknown sections kept) and
-`judgments.jsonl`. Dialogues, profiles and judgments are read on first access.
+A run folder holds `dialogues.jsonl` (one conversation per line, appended as each ends),
+`profiles.jsonl` (each distinct user profile once; dialogue lines name theirs by `profile_id`),
+`judgments.jsonl`, `manifest.json`, the metric tables, `import_report.json` and the HTML report.
+The engine, judges, scoring, import, converters, export and report go through `RunFolder`; no other
+module names these files or writes into the folder. Writers take the folder's OS-level lock
+(`RunFolder.lock`, one writer at a time); every write is whole or not at all (`core/storage.py`).
+
+`Run` is the typed read handle over a folder (what `load_run` and the public API return): the
+manifest (typed sections, unknown sections kept), the dialogues with their profiles attached (a
+torn last line from a crash is ignored), the judgment records; each read on first access. A file
+in which a conversation ID repeats is refused with the count (`DuplicateConversations`) unless the
+reader asks to keep the first line of each ID (`duplicates="first"`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.folder_lock import FolderLock
 from usersimcrs.core.items import ItemCollection
-from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl, read_models
+from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl, write_jsonl
+from usersimcrs.core.manifest import scrub_secrets
 from usersimcrs.core.profile import ProfileRecord, UserProfile, expand_profile, has_item_ids, profile_id, profile_record
+from usersimcrs.core.storage import is_storage_failure, remove_files, storage_error, write_atomic
 from usersimcrs.core.validation import describe_validation_error, validate
 from usersimcrs.errors import DataError
 
@@ -31,8 +44,17 @@ DIALOGUES = "dialogues.jsonl"
 JUDGMENTS = "judgments.jsonl"
 MANIFEST = "manifest.json"
 PROFILES = "profiles.jsonl"
+METRICS = "metrics.csv"
+METRICS_SUMMARY = "metrics_summary.csv"
+METRICS_BY_TURN = "metrics_by_turn.csv"
+IMPORT_REPORT = "import_report.json"
+REPORT_PAGE = "report.html"
+REPORT_DIR = "report"
 PROFILE_CACHE = 64  # profiles kept while streaming dialogues (`Run.iter_dialogues`)
 _ID_PREFIX = re.compile(rb'^\{"profile_id":"([^"\\]+)"')
+_CONVERSATION_ID = re.compile(rb'^\{"conversation_id":"((?:[^"\\]|\\.)*)"')
+Duplicates = Literal["refuse", "first"]
+"""What a reader does with a conversation ID on more than one line: refuse the file, or keep the first."""
 
 
 class _Section(BaseModel):
@@ -102,25 +124,376 @@ def _plugin_type(section: Any) -> str | None:
     return None
 
 
-def read_manifest_file(run_dir: str | Path) -> Manifest:
-    """The run's manifest (an empty one when the folder has none); bad JSON is a DataError naming the file."""
-    path = Path(run_dir) / MANIFEST
-    if not path.exists():
-        return Manifest()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not a readable JSON manifest ({exc})") from None
-    if not isinstance(data, dict):
-        raise DataError(f"{path}: expected a JSON object")
-    return validate(Manifest, data, source=str(path), error=DataError)
+class DuplicateConversations(DataError):
+    """A dialogues file in which conversation IDs repeat: refused, since every figure would count them twice."""
+
+    def __init__(self, path: Path, repeated: Counter[str]) -> None:
+        self.path = path
+        self.repeated_ids = len(repeated)
+        self.extra_lines = sum(n - 1 for n in repeated.values())
+        example = next(iter(repeated))
+        super().__init__(
+            f"{path}: {self.repeated_ids} conversation ID(s) occur on more than one line "
+            f"({self.extra_lines} repeated line(s), e.g. {example!r} x{repeated[example]}); no figure may count "
+            "a conversation twice: keep the first line of each ID with --dedupe"
+        )
 
 
-class Run:
-    """A run folder: its path, typed manifest, dialogues and judgment records (read lazily)."""
+class RunFolder:
+    """A run folder on disk: where its files are, and every read and write of them.
+
+    Writers hold `lock()` while they write; the methods here do not take it themselves, so one
+    command can make several writes under one lock.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunFolder({str(self.path)!r})"
+
+    # ------------------------------------------------------------ where things are
+
+    @property
+    def dialogues_path(self) -> Path:
+        return self.path / DIALOGUES
+
+    @property
+    def profiles_path(self) -> Path:
+        return self.path / PROFILES
+
+    @property
+    def judgments_path(self) -> Path:
+        return self.path / JUDGMENTS
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST
+
+    @property
+    def metrics_paths(self) -> tuple[Path, Path, Path]:
+        """(per conversation, summary, per turn) metric tables."""
+        return (self.path / METRICS, self.path / METRICS_SUMMARY, self.path / METRICS_BY_TURN)
+
+    @property
+    def import_report_path(self) -> Path:
+        return self.path / IMPORT_REPORT
+
+    @property
+    def report_page(self) -> Path:
+        return self.path / REPORT_PAGE
+
+    @property
+    def report_dir(self) -> Path:
+        """Plots and tables of the HTML report."""
+        return self.path / REPORT_DIR
+
+    def has_dialogues(self) -> bool:
+        """True when the folder holds a dialogues file (it is a run folder)."""
+        return self.dialogues_path.exists()
+
+    def has_run(self) -> bool:
+        """True when the folder holds at least one written conversation."""
+        return self.dialogues_path.exists() and self.dialogues_path.stat().st_size > 0
+
+    def lock(self, command: str = "") -> FolderLock:
+        """The writer lock of this folder (a context manager; a second writer gets `FolderBusy`)."""
+        return FolderLock(self.path, command)
+
+    # ------------------------------------------------------------ manifest
+
+    def read_manifest(self) -> dict[str, Any]:
+        """The manifest as a plain mapping (empty when the folder has none)."""
+        path = self.manifest_path
+        if not path.exists():
+            return {}
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise DataError(f"{path}: not a readable JSON manifest ({exc})") from None
+        if not isinstance(data, dict):
+            raise DataError(f"{path}: expected a JSON object")
+        return data
+
+    def manifest(self) -> Manifest:
+        """The manifest, typed (an empty one when the folder has none); bad JSON is a DataError naming the file."""
+        return validate(Manifest, self.read_manifest(), source=str(self.manifest_path), error=DataError)
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        """Replace the manifest atomically (values under secret-looking keys removed)."""
+        text = json.dumps(scrub_secrets(manifest), indent=2, sort_keys=False, default=str)
+        write_atomic(self.manifest_path, text)
+
+    def update_manifest(self, patch: dict[str, Any]) -> dict[str, Any]:
+        """Deep-merge `patch` into the manifest and write it back; returns the merged manifest."""
+        merged = _deep_merge(self.read_manifest(), patch)
+        self.write_manifest(merged)
+        return merged
+
+    # ------------------------------------------------------------ dialogues
+
+    def dialogue_writer(self) -> JsonlWriter:
+        """An appender of whole dialogue lines (a torn last line of a crash is cut first)."""
+        return JsonlWriter(self.dialogues_path)
+
+    def profile_writer(self, items: ItemCollection | None = None) -> ProfileWriter:
+        """An appender of each distinct profile, once (see `ProfileWriter`)."""
+        return ProfileWriter(self.profiles_path, items)
+
+    def dialogue_records(self) -> Iterator[dict[str, Any]]:
+        """The dialogue lines as plain mappings, streamed (a torn last line is ignored)."""
+        return iter_jsonl(self.dialogues_path)
+
+    def conversation_ids(self) -> list[str]:
+        """The conversation ID of every dialogue line, in file order (repeats included)."""
+        path = self.dialogues_path
+        ids: list[str] = []
+        if not path.exists():
+            return ids
+        with path.open("rb") as handle:
+            for raw in handle:
+                match = _CONVERSATION_ID.match(raw) if raw.endswith(b"\n") else None
+                if match is not None:
+                    ids.append(json.loads(b'"' + match.group(1) + b'"'))
+                    continue
+                record = _parse_line(raw)
+                if record is not None and record.get("conversation_id") is not None:
+                    ids.append(str(record["conversation_id"]))
+        return ids
+
+    def repeated_ids(self) -> Counter[str]:
+        """Conversation IDs on more than one line, with their line counts (empty: every ID once)."""
+        counts = Counter(self.conversation_ids())
+        return Counter({cid: n for cid, n in counts.items() if n > 1})
+
+    def check_unique(self) -> None:
+        """Raise `DuplicateConversations` (with the count) when a conversation ID repeats."""
+        repeated = self.repeated_ids()
+        if repeated:
+            raise DuplicateConversations(self.dialogues_path, repeated)
+
+    def stored_ids(self) -> set[str]:
+        """IDs already written (a torn last line from a crash is ignored)."""
+        return set(self.conversation_ids())
+
+    def failed_ids(self) -> set[str]:
+        """IDs of the failed conversations written."""
+        return {
+            str(rec["conversation_id"])
+            for rec in self.dialogue_records()
+            if rec.get("status") != "ok" and "conversation_id" in rec
+        }
+
+    def dialogue_counts(self) -> dict[str, int]:
+        """Completed and failed conversations (each ID once) and the recommended titles left ambiguous."""
+        counts = {"completed": 0, "failed": 0, "ambiguous_items": 0}
+        seen: set[str] = set()
+        for rec in self.dialogue_records():
+            cid = str(rec.get("conversation_id"))
+            if cid in seen:
+                continue
+            seen.add(cid)
+            counts["completed" if rec.get("status") == "ok" else "failed"] += 1
+            counts["ambiguous_items"] += sum(
+                1
+                for utt in rec.get("utterances", [])
+                for item in utt.get("items", [])
+                if item.get("resolution") == "ambiguous"
+            )
+        return counts
+
+    def drop_failed(self) -> set[str]:
+        """Rewrite the dialogues without failed records (and without a torn last line or a repeated ID).
+
+        Kept lines are copied byte for byte into a temp file that replaces the file atomically
+        (`os.replace`), so a reader sees either the old file or the new one, never a mix, and a crash
+        or a full disk mid-rewrite leaves the old file whole. Returns the IDs of the dropped records.
+        """
+        path = self.dialogues_path
+        dropped: set[str] = set()
+        seen: set[str] = set()
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with path.open("rb") as source, tmp.open("wb") as target:
+                for number, raw in enumerate(source, start=1):
+                    if not raw.strip():
+                        continue
+                    try:
+                        record = json.loads(raw)
+                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                        if not raw.endswith(b"\n"):  # a torn last line: never a complete record
+                            break
+                        raise DataError(f"{path}:{number}: not valid JSON ({exc})") from exc
+                    cid = str(record.get("conversation_id")) if isinstance(record, dict) else None
+                    if cid is not None and record.get("status") != "ok":
+                        dropped.add(cid)
+                        continue
+                    if cid is not None and cid in seen:
+                        continue
+                    if cid is not None:
+                        seen.add(cid)
+                    target.write(raw if raw.endswith(b"\n") else raw + b"\n")
+                target.flush()
+                os.fsync(target.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            if is_storage_failure(exc):
+                raise storage_error(exc, path, None) from None
+            raise
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return dropped
+
+    # ------------------------------------------------------------ judgments
+
+    def judgment_records(self) -> list[dict[str, Any]]:
+        """The judgment records (empty when the run was not judged)."""
+        return list(iter_jsonl(self.judgments_path))
+
+    def judgment_writer(self) -> JsonlWriter:
+        """An appender of whole judgment lines."""
+        return JsonlWriter(self.judgments_path)
+
+    def mark_judged(self) -> None:
+        """Leave a judgments file after a finished judging, even when it wrote no row."""
+        try:
+            self.judgments_path.touch(exist_ok=True)
+        except OSError as exc:
+            if is_storage_failure(exc):
+                raise storage_error(exc, self.judgments_path, None) from None
+            raise
+
+    # ------------------------------------------------------------ metrics, reports, imports
+
+    def has_metrics(self) -> bool:
+        """True when all three metric tables are written."""
+        return all(path.exists() for path in self.metrics_paths)
+
+    def write_metrics(self, conversations_csv: str, summary_csv: str, by_turn_csv: str) -> list[Path]:
+        """Replace the three metric tables (each atomically); returns their paths."""
+        paths = list(self.metrics_paths)
+        for path, text in zip(paths, (conversations_csv, summary_csv, by_turn_csv)):
+            write_atomic(path, text)
+        return paths
+
+    def write_import_report(self, text: str) -> Path:
+        return write_atomic(self.import_report_path, text)
+
+    def run_outputs(self) -> list[Path]:
+        """Every file a run, an import or a later command writes (what `--overwrite` removes)."""
+        return [
+            self.dialogues_path,
+            self.profiles_path,
+            self.judgments_path,
+            self.manifest_path,
+            *self.metrics_paths,
+            self.import_report_path,
+        ]
+
+    def clear(self) -> None:
+        """Remove the run's files (for `--overwrite`); the folder and unrelated files stay."""
+        remove_files(self.run_outputs())
+
+    def write_dialogues(self, dialogues: Iterable[Dialogue]) -> Path:
+        """Replace the dialogues file by `dialogues` as they are (a converted corpus), whole or not at all."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        return write_jsonl(self.dialogues_path, dialogues)
+
+    def replace_run(
+        self,
+        dialogues: Sequence[Dialogue],
+        *,
+        manifest: dict[str, Any],
+        judgments: Sequence[BaseModel | dict[str, Any]] = (),
+        import_report: str | None = None,
+        items: ItemCollection | None = None,
+    ) -> None:
+        """Replace the run's files by these dialogues (profiles stored once), judgments, report and manifest.
+
+        Every file is first written whole beside its target; only when all are written do they replace
+        the old ones (and the old run's other outputs, such as its metrics, are removed). A failure on
+        the way (a full disk) removes the staged files and leaves the folder as it was.
+        """
+        staged: list[tuple[Path, Path]] = []
+        try:
+            dialogues_tmp, profiles_tmp = _staging(self.dialogues_path), _staging(self.profiles_path)
+            staged += [(dialogues_tmp, self.dialogues_path), (profiles_tmp, self.profiles_path)]
+            with JsonlWriter(dialogues_tmp) as writer, ProfileWriter(profiles_tmp, items) as profiles:
+                for dialogue in dialogues:
+                    writer.write(profiles.detach(dialogue))
+            if judgments:
+                judgments_tmp = _staging(self.judgments_path)
+                staged.append((judgments_tmp, self.judgments_path))
+                with JsonlWriter(judgments_tmp) as writer:
+                    for record in judgments:
+                        writer.write(record)
+            if import_report is not None:
+                report_tmp = _staging(self.import_report_path)
+                staged.append((report_tmp, self.import_report_path))
+                write_atomic(report_tmp, import_report)
+            manifest_tmp = _staging(self.manifest_path)
+            staged.append((manifest_tmp, self.manifest_path))
+            write_atomic(manifest_tmp, json.dumps(scrub_secrets(manifest), indent=2, default=str))
+        except BaseException:
+            remove_files([tmp for tmp, _ in staged])
+            raise
+        targets = {target for _, target in staged}
+        remove_files([path for path in self.run_outputs() if path not in targets])
+        for tmp, target in staged:
+            if target == self.profiles_path and tmp.stat().st_size == 0:
+                remove_files([tmp, target])  # no profile carried by the dialogues: no empty file
+                continue
+            os.replace(tmp, target)
+
+    def write_json(self, path: Path, data: Any) -> Path:
+        """Write a JSON document (e.g. a converter's side file) atomically."""
+        return write_atomic(path, json.dumps(data, ensure_ascii=False, indent=1))
+
+
+def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _staging(path: Path) -> Path:
+    """Where a replacement of `path` is written before it is renamed over it."""
+    staged = path.with_name(f".{path.name}.{os.getpid()}.staged")
+    staged.unlink(missing_ok=True)
+    return staged
+
+
+def _parse_line(raw: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def read_manifest_file(run_dir: str | Path) -> Manifest:
+    """The run's manifest (an empty one when the folder has none); bad JSON is a DataError naming the file."""
+    return RunFolder(run_dir).manifest()
+
+
+class Run:
+    """A run folder: its path, typed manifest, dialogues and judgment records (read lazily).
+
+    `duplicates`: a conversation ID on more than one line is refused (`DuplicateConversations`,
+    the default) or only its first line is read (`"first"`; `dropped_duplicates` counts the others).
+    """
+
+    def __init__(self, path: str | Path, *, duplicates: Duplicates = "refuse") -> None:
+        self.path = Path(path)
+        self.folder = RunFolder(self.path)
+        self.duplicates: Duplicates = duplicates
+        self.dropped_duplicates = 0
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r})"
@@ -128,12 +501,12 @@ class Run:
     @cached_property
     def manifest(self) -> Manifest:
         """The run's manifest (read once; call `refresh()` after another command changed it)."""
-        return read_manifest_file(self.path)
+        return self.folder.manifest()
 
     @cached_property
     def dialogues(self) -> list[Dialogue]:
         """Every conversation of the run, in file order, each with its profile attached."""
-        dialogues = read_models(self.path / DIALOGUES, Dialogue)
+        dialogues = list(self._validated(self.folder.dialogue_records()))
         if any(d.profile is None and d.profile_id is not None for d in dialogues):
             profiles = self.profiles
             for dialogue in dialogues:
@@ -144,7 +517,7 @@ class Run:
     def profiles(self) -> dict[str, UserProfile]:
         """The run's distinct user profiles by `profile_id` (empty for a run whose lines embed them)."""
         out: dict[str, UserProfile] = {}
-        for number, record in enumerate(iter_jsonl(self.path / PROFILES), start=1):
+        for number, record in enumerate(iter_jsonl(self.folder.profiles_path), start=1):
             stored = self._record(record, number)
             if stored.profile_id not in out:  # a repeated ID holds the same profile: the first one is kept
                 out[stored.profile_id] = self._expand(stored, number)
@@ -161,7 +534,7 @@ class Run:
     @cached_property
     def judgments(self) -> list[dict[str, Any]]:
         """The judgment records of `judgments.jsonl` (empty when the run was not judged)."""
-        return list(iter_jsonl(self.path / JUDGMENTS))
+        return self.folder.judgment_records()
 
     def iter_dialogues(self) -> Iterator[Dialogue]:
         """Stream the conversations (profiles attached) without keeping them all in memory.
@@ -178,8 +551,33 @@ class Run:
                 cache[pid] = self._profile_at(pid)
             return cache[pid]
 
-        for record in iter_jsonl(self.path / DIALOGUES):
-            yield self._attach(Dialogue.model_validate(record), lookup)
+        for dialogue in self._validated(self.folder.dialogue_records()):
+            yield self._attach(dialogue, lookup)
+
+    def _validated(self, records: Iterator[dict[str, Any]]) -> Iterator[Dialogue]:
+        """Dialogues of the file, each ID once (the file is checked for repeated IDs before the first one)."""
+        repeated = self.folder.repeated_ids()
+        if repeated and self.duplicates == "refuse":
+            raise DuplicateConversations(self.folder.dialogues_path, repeated)
+        self.dropped_duplicates = sum(n - 1 for n in repeated.values())
+        if repeated:
+            logger.warning(
+                "%s: %d conversation ID(s) on more than one line; kept the first line of each, left out %d",
+                self.folder.dialogues_path,
+                len(repeated),
+                self.dropped_duplicates,
+            )
+        seen: set[str] = set()
+        path = self.folder.dialogues_path
+        for number, record in enumerate(records, start=1):
+            try:
+                dialogue = Dialogue.model_validate(record)
+            except ValidationError as exc:
+                raise DataError(describe_validation_error(exc, source=f"{path}: record {number}")) from exc
+            if repeated and dialogue.conversation_id in seen:
+                continue
+            seen.add(dialogue.conversation_id)
+            yield dialogue
 
     def profile(self, profile_id: str) -> UserProfile | None:
         """One stored profile by ID, read on its own (None when `profiles.jsonl` lacks it)."""
@@ -202,14 +600,14 @@ class Run:
                     self.path,
                     dialogue.conversation_id,
                     dialogue.profile_id,
-                    PROFILES,
+                    self.folder.profiles_path.name,
                 )
         return dialogue
 
     @cached_property
     def _profile_offsets(self) -> dict[str, int]:
         """profile_id -> byte offset of its line (the first one), read without parsing the profiles."""
-        path = self.path / PROFILES
+        path = self.folder.profiles_path
         offsets: dict[str, int] = {}
         if not path.exists():
             return offsets
@@ -227,20 +625,20 @@ class Run:
         offset = self._profile_offsets.get(profile_id)
         if offset is None:
             return None
-        with (self.path / PROFILES).open("rb") as handle:
+        with self.folder.profiles_path.open("rb") as handle:
             handle.seek(offset)
             raw = handle.readline()
         return self._expand(self._record(json.loads(raw), None), None)
 
     def _record(self, record: dict[str, Any], number: int | None) -> ProfileRecord:
-        source = f"{self.path / PROFILES}" + (f": record {number}" if number is not None else "")
+        source = f"{self.folder.profiles_path}" + (f": record {number}" if number is not None else "")
         return validate(ProfileRecord, record, source=source, error=DataError)
 
     def _expand(self, stored: ProfileRecord, number: int | None) -> UserProfile:
         try:
             return expand_profile(stored.profile, self.items if has_item_ids(stored.profile) else None)
         except ValidationError as exc:
-            where = f"{self.path / PROFILES}: " + (
+            where = f"{self.folder.profiles_path}: " + (
                 f"record {number}" if number is not None else f"profile {stored.profile_id}"
             )
             raise DataError(describe_validation_error(exc, source=where)) from exc
@@ -272,9 +670,9 @@ class ProfileWriter:
     run's collection, whose items are then stored by ID.
     """
 
-    def __init__(self, run_dir: str | Path, items: ItemCollection | None = None) -> None:
+    def __init__(self, path: str | Path, items: ItemCollection | None = None) -> None:
         self.items = items
-        self._writer = JsonlWriter(Path(run_dir) / PROFILES)  # cuts a torn last line first
+        self._writer = JsonlWriter(path)  # cuts a torn last line first
         self._stored = {str(r["profile_id"]) for r in iter_jsonl(self._writer.path) if "profile_id" in r}
 
     def detach(self, dialogue: Dialogue) -> Dialogue:
@@ -337,10 +735,13 @@ def items_from_section(section: Any) -> ItemCollection | None:
     return None
 
 
-def load_run(path: str | Path) -> Run:
-    """Open a run folder; a folder without `dialogues.jsonl` is a DataError naming it."""
-    run = Run(path)
-    if not (run.path / DIALOGUES).exists():
+def load_run(path: str | Path, *, duplicates: Duplicates = "refuse") -> Run:
+    """Open a run folder; a folder without dialogues is a DataError naming it.
+
+    `duplicates="first"` reads a file whose conversation IDs repeat by keeping the first line of each.
+    """
+    run = Run(path, duplicates=duplicates)
+    if not run.folder.has_dialogues():
         raise DataError(f"{run.path}: no {DIALOGUES} here (not a run folder?)")
     return run
 
@@ -351,9 +752,12 @@ __all__ = [
     "MANIFEST",
     "PROFILES",
     "DialogueCounts",
+    "DuplicateConversations",
+    "Duplicates",
     "Manifest",
     "ProfileWriter",
     "Run",
+    "RunFolder",
     "Timings",
     "items_from_section",
     "load_run",

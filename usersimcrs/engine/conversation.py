@@ -79,10 +79,10 @@ class ConversationRunner:
             timings["simulator_s"] += t1 - t0  # building the simulator is simulator time too
             crs = self.plugins.crs(self.context)
             timings["crs_s"] += time.perf_counter() - t1
-            await asyncio.wait_for(
-                self._loop(dialogue, simulator, crs, timings),
-                timeout=self.config.conversation_timeout_s,
-            )
+            # asyncio.timeout, not wait_for: in Python 3.11 wait_for can swallow a cancellation
+            # that arrives as the conversation ends, and a run stopping on an error then never ends
+            async with asyncio.timeout(self.config.conversation_timeout_s):
+                await self._loop(dialogue, simulator, crs, timings)
             simulator.finish(dialogue)
         except TimeoutError:
             _fail(dialogue, f"timeout: conversation exceeded {self.config.conversation_timeout_s:g}s")

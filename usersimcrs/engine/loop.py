@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
+import signal
+import threading
+import time
+from collections.abc import Collection
 from contextlib import contextmanager
 from typing import Any, Callable, Coroutine, Iterator, Literal, TypeVar
 
@@ -11,6 +16,9 @@ from usersimcrs.errors import ConfigError
 
 T = TypeVar("T")
 LoopKind = Literal["auto", "asyncio", "uvloop"]
+SHUTDOWN_GRACE_S = 5.0
+"""How long cancelled tasks get to finish when a run stops (after an error, at the end of the loop)."""
+log = logging.getLogger(__name__)
 
 
 def uvloop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -35,15 +43,99 @@ def resolve_loop(kind: str) -> str:
 
 
 def run_coroutine(coro: Coroutine[Any, Any, T], kind: str = "auto") -> T:
-    """Run `coro` to completion on a fresh loop of `kind` (like asyncio.run, with a loop choice)."""
+    """Run `coro` to completion on a fresh loop of `kind` (like asyncio.run, with a loop choice).
+
+    Unlike `asyncio.run`, shutting the loop down is bounded: tasks still running when `coro` ends
+    (after an error, say) are cancelled again and again for at most `SHUTDOWN_GRACE_S`, and a task
+    that still does not end is abandoned with a log line rather than waited for forever. The first
+    Ctrl-C cancels `coro` (KeyboardInterrupt), as with `asyncio.run`.
+    """
     try:
         chosen = resolve_loop(kind)
     except ConfigError:
         coro.close()  # never awaited: close it so Python does not warn
         raise
     factory = uvloop_factory() if chosen == "uvloop" else None
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(coro)
+    loop = factory() if factory is not None else asyncio.new_event_loop()
+    if factory is None:
+        asyncio.set_event_loop(loop)  # as asyncio.run does for its own loops
+    try:
+        main = loop.create_task(coro)
+        with _interrupt_cancels(main) as interrupted:
+            try:
+                return loop.run_until_complete(main)
+            except asyncio.CancelledError:
+                if interrupted:
+                    raise KeyboardInterrupt from None
+                raise
+    finally:
+        try:
+            loop.run_until_complete(_settle(SHUTDOWN_GRACE_S))
+        finally:
+            if factory is None:
+                asyncio.set_event_loop(None)
+            loop.close()
+
+
+@contextmanager
+def _interrupt_cancels(main: asyncio.Task[Any]) -> Iterator[list[bool]]:
+    """While running `main` in the main thread, the first SIGINT cancels it (a second one interrupts at once)."""
+    fired: list[bool] = []
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not (
+        signal.default_int_handler
+    ):
+        yield fired
+        return
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        if fired or main.done():
+            raise KeyboardInterrupt
+        fired.append(True)
+        main.get_loop().call_soon_threadsafe(main.cancel)
+
+    signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield fired
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+async def cancel_bounded(tasks: Collection[asyncio.Task[Any]], grace_s: float = SHUTDOWN_GRACE_S) -> int:
+    """Cancel `tasks` and wait at most `grace_s` for them to end; returns how many did not.
+
+    A task is cancelled again while it runs (a cancellation can be swallowed, e.g. by `wait_for` in
+    Python 3.11 when its inner task finishes at the same moment), so a task that goes on to wait
+    for something else is cancelled there too.
+    """
+    deadline = time.monotonic() + grace_s
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            log.warning("%d task(s) did not stop within %.0fs of being cancelled; left behind", len(pending), grace_s)
+            break
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=min(0.2, left))
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved, so the loop does not log it as never retrieved
+    return len(pending)
+
+
+async def _settle(grace_s: float) -> None:
+    """The loop's shutdown, bounded: cancel leftover tasks, close async generators, stop the executor."""
+    started = time.monotonic()
+    current = asyncio.current_task()
+    await cancel_bounded([t for t in asyncio.all_tasks() if t is not current], grace_s)
+    loop = asyncio.get_running_loop()
+    for step in (loop.shutdown_asyncgens(), loop.shutdown_default_executor()):
+        left = max(0.0, grace_s - (time.monotonic() - started))
+        task = asyncio.ensure_future(step)
+        await asyncio.wait({task}, timeout=max(left, 0.05))
+        if not task.done():
+            await cancel_bounded([task], 0.1)
+    await cancel_bounded([t for t in asyncio.all_tasks() if t is not current], max(0.1, grace_s / 5))
 
 
 def run_blocking(coro: Coroutine[Any, Any, T], kind: str = "auto") -> T:

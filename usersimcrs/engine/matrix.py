@@ -1,4 +1,4 @@
-"""Simulator x CRS x dataset matrices: every cell is an ordinary run folder under DIR/cells/.
+"""Simulator x CRS x dataset matrices: every cell is an ordinary run folder inside the matrix folder.
 
 The matrix YAML holds a base run config and three lists of named overrides::
 
@@ -9,7 +9,7 @@ The matrix YAML holds a base run config and three lists of named overrides::
 
 An entry is deep-merged into the base; the shorthand ``{name, type, ...}`` sets the simulator (or
 CRS) section. Cells share the run seed (conversation i meets the same simulated user in every cell)
-and one LLM response cache (DIR/llm_cache unless the base sets one). A rerun skips completed cells
+and one LLM response cache (the matrix folder's, unless the base sets one). A rerun skips completed cells
 and resumes interrupted ones; up to `parallel_cells` cells run at once and the conversations in
 flight across them stay within `concurrency`.
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,12 +26,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.config import RunConfig, absolutize
-from usersimcrs.core.manifest import read_manifest
+from usersimcrs.core.matrix_folder import MatrixFolder, cell_name
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.validation import validate
 from usersimcrs.errors import ConfigError
-
-CELLS_DIR = "cells"
-INDEX = "matrix.json"
 
 
 class NamedOverride(BaseModel):
@@ -92,7 +89,7 @@ class CellPlan:
 
     @property
     def name(self) -> str:
-        return f"{self.simulator}__{self.crs}__{self.dataset}"
+        return cell_name(self.simulator, self.crs, self.dataset)
 
 
 @dataclass
@@ -140,7 +137,7 @@ def check_axis_names(config: MatrixDesign, source: str | Path) -> None:
 
 def plan_cells(config: MatrixDesign, output_dir: str | Path, source: str | Path) -> list[CellPlan]:
     """Every simulator x CRS x dataset cell with its validated, path-resolved run config."""
-    output_dir = Path(output_dir).resolve()
+    matrix = MatrixFolder(Path(output_dir).resolve())
     base_dir = Path(source).resolve().parent
     cells = []
     for dataset in config.datasets:
@@ -149,23 +146,21 @@ def plan_cells(config: MatrixDesign, output_dir: str | Path, source: str | Path)
                 data = deep_merge(config.base_overrides(), dataset.overrides(None))
                 data = deep_merge(data, simulator.overrides("simulator"))
                 data = deep_merge(data, crs.overrides("crs"))
-                name = f"{simulator.name}__{crs.name}__{dataset.name}"
+                name = cell_name(simulator.name, crs.name, dataset.name)
                 data["name"] = name
-                data["output"] = str(output_dir / CELLS_DIR / name)
+                data["output"] = str(matrix.cell_dir(name))
                 llm = data.setdefault("llm", {})
                 if isinstance(llm, dict) and not llm.get("cache_dir"):
-                    llm["cache_dir"] = str(output_dir / "llm_cache")
+                    llm["cache_dir"] = str(matrix.llm_cache_dir)
                 run_config = validate(RunConfig, data, source=f"{source}: cell {name}")
                 run_config = absolutize(run_config, base_dir)
-                cells.append(
-                    CellPlan(simulator.name, crs.name, dataset.name, run_config, output_dir / CELLS_DIR / name)
-                )
+                cells.append(CellPlan(simulator.name, crs.name, dataset.name, run_config, matrix.cell_dir(name)))
     return cells
 
 
 def is_complete(cell: CellPlan) -> bool:
     """A cell whose folder already holds a completed run of the same config."""
-    manifest = read_manifest(cell.run_dir)
+    manifest = RunFolder(cell.run_dir).read_manifest()
     return manifest.get("status") == "completed" and manifest.get("config_hash") == cell.config.config_hash()
 
 
@@ -191,7 +186,7 @@ async def run_cells(config: MatrixDesign, cells: list[CellPlan], summary: Matrix
             run_config = cell.config.model_copy(
                 update={"concurrency": min(per_cell, cell.config.concurrency), "progress": progress and parallel == 1}
             )
-            resume = (cell.run_dir / "dialogues.jsonl").exists()
+            resume = RunFolder(cell.run_dir).has_dialogues()
             try:
                 result = await run_async(run_config, cell.run_dir, resume=resume, source=cell.name)
             except Exception as exc:  # a bad cell (unreachable CRS, config change) must not stop the matrix
@@ -205,7 +200,8 @@ async def run_cells(config: MatrixDesign, cells: list[CellPlan], summary: Matrix
 def write_index(
     output_dir: Path, config: MatrixDesign, cells: list[CellPlan], summary: MatrixSummary, judges: list[dict[str, Any]]
 ) -> None:
-    """DIR/matrix.json: the cells (names, axes, folders, status) and the matrix settings."""
+    """The matrix index: the cells (names, axes, folders, status) and the matrix settings."""
+    matrix = MatrixFolder(output_dir)
     index = {
         "name": config.name,
         "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -220,7 +216,7 @@ def write_index(
                 "simulator": c.simulator,
                 "crs": c.crs,
                 "dataset": c.dataset,
-                "run_dir": f"{CELLS_DIR}/{c.name}",
+                "run_dir": matrix.cell_entry(c.name),
                 "config_hash": c.config.config_hash(),
                 "status": summary.cells.get(c.name, "not run"),
             }
@@ -229,6 +225,4 @@ def write_index(
         "judges": judges,
         "wall_s": round(summary.wall_s, 3),
     }
-    tmp = output_dir / (INDEX + ".tmp")
-    tmp.write_text(json.dumps(index, indent=2), encoding="utf-8")
-    tmp.replace(output_dir / INDEX)
+    matrix.write_index(index)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from crs_connectors.base import CRSConnector, connectors, instantiate
+from crs_connectors.base import CRSConnector, connector_spec
 from usersimcrs.config import RunConfig, validate_section
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.errors import ConfigError
@@ -51,10 +51,10 @@ def simulator_factory(section: dict[str, Any], source: str = "config") -> Simula
 
 def connector_factory(section: dict[str, Any], source: str = "config") -> ConnectorFactory:
     """The factory of the connector a `crs:` section names (options validated now; recorder applied)."""
-    crs_cls, crs_config = _resolve(connectors, section, "crs", source)
+    spec = connector_spec(section, source)
 
     def build(context: RunContext) -> CRSConnector:
-        return instantiate(crs_cls, crs_config, context)
+        return spec.build(context)
 
     return build
 

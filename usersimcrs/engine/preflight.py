@@ -12,9 +12,8 @@ import json
 import re
 from typing import Any, Iterable
 
-from crs_connectors.base import HealthChecked, connectors
-from usersimcrs.config import validate_section
-from usersimcrs.errors import ConfigError, ConnectorError, UserError
+from crs_connectors.base import HealthChecked, connector_spec
+from usersimcrs.errors import ConnectorError, UserError
 from usersimcrs.runtime.context import RunContext
 
 _CLIENT_ERROR = re.compile(r"^HTTP 4\d\d\b")
@@ -31,13 +30,10 @@ async def check_crs(section: dict[str, Any], *, source: str = "config", run_seed
 
     Raises `UserError` with one line naming the URL when the CRS cannot be reached.
     """
-    if "type" not in section:
-        raise ConfigError(f"{source}: missing key 'crs.type'")
-    cls = connectors.get(str(section["type"]))
-    if not callable(getattr(cls, "health", None)):
+    spec = connector_spec(section, source)
+    if not callable(getattr(spec.cls, "health", None)):
         return None
-    config = validate_section(cls.Config, section, source=source, prefix="crs")
-    connector = cls(config, RunContext(run_seed=run_seed))  # its own short-lived HTTP client
+    connector = spec.build(RunContext(run_seed=run_seed), record=False)  # its own short-lived HTTP client
     if not isinstance(connector, HealthChecked):
         return None
     url = connector.health_url()

@@ -14,7 +14,7 @@ import asyncio
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncGenerator, Iterable
 
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import Dialogue
@@ -122,7 +122,7 @@ async def iter_conversations_ray(
     source: str = "config",
     run_dir: str | Path | None = None,
     usage: dict[str, Any] | None = None,
-) -> AsyncIterator[Dialogue]:
+) -> AsyncGenerator[Dialogue, None]:
     """Run `indices` as Ray tasks and yield each Dialogue; task LLM usage is summed into `usage`."""
     indices = list(indices)
     if not indices:

@@ -1,41 +1,41 @@
-"""Runs the conversations of a run with at most C at once, streaming each to `dialogues.jsonl`.
+"""Runs the conversations of a run with at most C at once, streaming each into the run folder.
 
 Conversation i always gets the same ID and seed, so a killed run resumes by skipping the IDs
 already completed on disk, and a rerun with the same cache reproduces the same conversations.
 On resume, failed conversations are run again (unless `keep_failed`): their lines are first
-removed from `dialogues.jsonl` by an atomic rewrite, so no reader ever sees one ID twice.
+removed from the dialogues file by an atomic rewrite, so no reader ever sees one ID twice.
 
-Each distinct user profile is appended once to `profiles.jsonl` (before the first conversation
-line that names it by `profile_id`), so a line is sized by its conversation, not by the user's
-history; a resumed run reads the IDs already there and never writes one twice.
+Each distinct user profile is stored once (before the first conversation line that names it by
+`profile_id`), so a line is sized by its conversation, not by the user's history; a resumed run
+reads the IDs already there and never writes one twice. The run holds its folder's writer lock
+from the first check to the last write (`RunFolder.lock`), so a second `run` or `--resume` on the
+same folder stops at once instead of writing every conversation twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncGenerator, Iterable
 
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.items import ItemCollection
-from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl
-from usersimcrs.core.manifest import environment, read_manifest, write_manifest
+from usersimcrs.core.manifest import environment
 from usersimcrs.core.profile import Ratings
-from usersimcrs.core.run_folder import PROFILES, ProfileWriter
+from usersimcrs.core.run_folder import RunFolder
+from usersimcrs.core.storage import StorageError
 from usersimcrs.core.usage import add_summaries
 from usersimcrs.engine.conversation import ConversationRunner, plan
-from usersimcrs.engine.loop import current_loop_kind, run_coroutine, run_heap
+from usersimcrs.engine.loop import cancel_bounded, current_loop_kind, run_coroutine, run_heap
 from usersimcrs.engine.plugins import RunPlugins
 from usersimcrs.engine.progress import RunProgress
-from usersimcrs.errors import ConfigError, DataError, UserError
+from usersimcrs.errors import ConfigError, UserError
 from usersimcrs.runtime.context import RunContext
-
-DIALOGUES = "dialogues.jsonl"
 
 
 @dataclass
@@ -117,57 +117,6 @@ async def close_context(context: RunContext) -> None:
     await context.aclose()
 
 
-def completed_ids(path: Path) -> set[str]:
-    """IDs already written (a torn last line from a crash is ignored)."""
-    return {str(rec["conversation_id"]) for rec in iter_jsonl(path) if "conversation_id" in rec}
-
-
-def failed_ids(path: Path) -> set[str]:
-    """IDs of the failed conversations written to `path`."""
-    return {
-        str(rec["conversation_id"])
-        for rec in iter_jsonl(path)
-        if rec.get("status") != "ok" and "conversation_id" in rec
-    }
-
-
-def drop_failed(path: Path) -> set[str]:
-    """Rewrite `path` without its failed records (and without a torn last line or a repeated ID).
-
-    Kept lines are copied byte for byte into a temp file that replaces `path` atomically
-    (`os.replace`), so a reader sees either the old file or the new one, never a mix, and a crash
-    mid-rewrite leaves the old file whole. Returns the IDs of the dropped failed records.
-    """
-    dropped: set[str] = set()
-    seen: set[str] = set()
-    tmp = path.with_name(path.name + ".tmp")
-    with path.open("rb") as source, tmp.open("wb") as target:
-        for number, raw in enumerate(source, start=1):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                if not raw.endswith(b"\n"):  # a torn last line: never a complete record
-                    break
-                target.close()
-                tmp.unlink(missing_ok=True)
-                raise DataError(f"{path}:{number}: not valid JSON ({exc})") from exc
-            cid = str(record.get("conversation_id")) if isinstance(record, dict) else None
-            if cid is not None and record.get("status") != "ok":
-                dropped.add(cid)
-                continue
-            if cid is not None and cid in seen:
-                continue
-            if cid is not None:
-                seen.add(cid)
-            target.write(raw if raw.endswith(b"\n") else raw + b"\n")
-        target.flush()
-        os.fsync(target.fileno())
-    os.replace(tmp, path)
-    return dropped
-
-
 async def iter_conversations(
     config: RunConfig,
     context: RunContext,
@@ -175,7 +124,7 @@ async def iter_conversations(
     *,
     source: str = "config",
     plugins: RunPlugins | None = None,
-) -> AsyncIterator[Dialogue]:
+) -> AsyncGenerator[Dialogue, None]:
     """Run the conversations of `indices` with at most `config.concurrency` at once, yielding each as it ends."""
     from usersimcrs.user_model.population import build_profile_source
 
@@ -198,29 +147,23 @@ async def iter_conversations(
             else:
                 yield item
     finally:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        await cancel_bounded(workers)
 
 
 def _prepare_output(
-    output_dir: Path, resume: bool, overwrite: bool, keep_failed: bool = False
+    folder: RunFolder, resume: bool, overwrite: bool, keep_failed: bool = False
 ) -> tuple[set[str], set[str]]:
     """(IDs to skip, failed IDs removed to be run again) for the run folder, after any clean-up."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    dialogues = output_dir / DIALOGUES
-    if dialogues.exists() and dialogues.stat().st_size > 0:
+    if folder.has_run():
         if overwrite:
-            dialogues.unlink()
-            for name in ("manifest.json", "judgments.jsonl", "metrics.csv", "metrics_summary.csv", PROFILES):
-                (output_dir / name).unlink(missing_ok=True)
+            folder.clear()
             return set(), set()
         if not resume:
-            raise UserError(f"{output_dir} already holds a run; use --resume to continue it or --overwrite")
-        if keep_failed or not failed_ids(dialogues):
-            return completed_ids(dialogues), set()
-        retried = drop_failed(dialogues)
-        return completed_ids(dialogues), retried
+            raise UserError(f"{folder.path} already holds a run; use --resume to continue it or --overwrite")
+        if keep_failed or not folder.failed_ids():
+            return folder.stored_ids(), set()
+        retried = folder.drop_failed()
+        return folder.stored_ids(), retried
     return set(), set()
 
 
@@ -238,14 +181,29 @@ async def run_async(
     """Run (or resume) `config` into `output_dir`; see module docstring.
 
     `keep_failed`: on resume, leave failed conversations as they are instead of running them again.
+    A second writer on the same folder gets `FolderBusy`; a full disk stops the run with one
+    `StorageError` after the conversations in flight are cancelled (within `SHUTDOWN_GRACE_S`).
     """
-    output_dir = Path(output_dir)
-    previous = read_manifest(output_dir) if resume and not overwrite else {}
+    folder = RunFolder(output_dir)
+    with folder.lock("run"):
+        return await _run_locked(config, folder, resume, overwrite, keep_failed, context, source, plugins)
+
+
+async def _run_locked(
+    config: RunConfig,
+    folder: RunFolder,
+    resume: bool,
+    overwrite: bool,
+    keep_failed: bool,
+    context: RunContext | None,
+    source: str,
+    plugins: RunPlugins | None,
+) -> RunSummary:
+    output_dir = folder.path
+    previous = folder.read_manifest() if resume and not overwrite else {}
     if previous and previous.get("config_hash") not in (None, config.config_hash()):
         raise UserError(f"{output_dir}: the config changed since this run started; resume needs the same config")
-    done, retried = _prepare_output(output_dir, resume, overwrite, keep_failed)
-    own_context = context is None
-    context = context or build_context(config, output_dir)
+    done, retried = _prepare_output(folder, resume, overwrite, keep_failed)
     wanted = {plan(config, i).conversation_id for i in range(config.conversations)}
     summary = RunSummary(output_dir=output_dir, skipped=len(done & wanted), retried=len(retried & wanted))
     indices = [i for i in range(config.conversations) if plan(config, i).conversation_id not in done]
@@ -253,10 +211,18 @@ async def run_async(
     # counted at the start, so that a session killed before its final write still counts
     sessions = int(previous.get("timings", {}).get("sessions", 0)) + 1
     manifest["timings"] = {"wall_s": float(previous.get("timings", {}).get("wall_s", 0.0)), "sessions": sessions}
-    write_manifest(output_dir, manifest)
+    own_context = context is None
+    context = context or build_context(config, output_dir)
+    try:
+        folder.write_manifest(manifest)
+    except BaseException:
+        if own_context:
+            await close_context(context)
+        raise
     started = time.perf_counter()
     progress = RunProgress(total=config.conversations, done=len(done), enabled=config.progress, llms=context.llms)
     remote_usage: dict[str, Any] = {}  # LLM usage of conversations run in other processes (ray executor)
+    failed = True
     try:
         if config.executor == "ray":
             from usersimcrs.engine.ray_executor import iter_conversations_ray
@@ -264,39 +230,63 @@ async def run_async(
             stream = iter_conversations_ray(config, indices, source=source, run_dir=output_dir, usage=remote_usage)
         else:
             stream = iter_conversations(config, context, indices, source=source, plugins=plugins)
-        with (
-            JsonlWriter(output_dir / DIALOGUES) as writer,
-            ProfileWriter(output_dir, context.items) as profiles,
-            progress,
-            run_heap(),
-        ):
-            async for dialogue in stream:
-                writer.write(profiles.detach(dialogue))
-                if dialogue.status == "ok":
-                    summary.completed += 1
-                else:
-                    summary.failed += 1
-                progress.advance(failed=dialogue.status != "ok")
+        # aclosing: on any error the stream is closed here, so the conversations in flight are cancelled
+        # (bounded) while the run's HTTP pools and LLMs are still open, not later by the event loop's shutdown
+        async with aclosing(stream) as conversations:
+            with (
+                folder.dialogue_writer() as writer,
+                folder.profile_writer(context.items) as profiles,
+                progress,
+                run_heap(),
+            ):
+                async for dialogue in conversations:
+                    writer.write(profiles.detach(dialogue))
+                    if dialogue.status == "ok":
+                        summary.completed += 1
+                    else:
+                        summary.failed += 1
+                    progress.advance(failed=dialogue.status != "ok")
+        failed = False
     finally:
         summary.wall_s = time.perf_counter() - started
-        usage = add_summaries(_usage(context), remote_usage)
-        summary.llm = add_summaries(previous.get("llm"), usage)  # ratios recomputed, not summed
-        counts = _count(output_dir / DIALOGUES)
-        summary.ambiguous_items = counts["ambiguous_items"]
-        complete = counts["completed"] + counts["failed"] >= config.conversations
-        manifest = _manifest(config, previous, status="completed" if complete else "interrupted")
-        manifest["dialogues"] = counts
-        manifest["llm"] = summary.llm
-        if context.llms is not None and hasattr(context.llms, "models"):
-            manifest["models"]["used"] = {**previous.get("models", {}).get("used", {}), **context.llms.models()}
-        manifest["timings"] = {
-            "wall_s": round(summary.wall_s + float(previous.get("timings", {}).get("wall_s", 0.0)), 3),
-            "sessions": sessions,
-        }
-        write_manifest(output_dir, manifest)
-        if own_context:
-            await close_context(context)
+        try:
+            _finish_manifest(config, folder, previous, summary, context, remote_usage, sessions)
+        except StorageError:
+            if not failed:
+                raise  # the run itself went well: the manifest's failure is the error to report
+            # the run is already failing (e.g. the disk filled up): its first error is the one to report;
+            # the manifest of the session start is still whole
+        finally:
+            if own_context:
+                await close_context(context)
     return summary
+
+
+def _finish_manifest(
+    config: RunConfig,
+    folder: RunFolder,
+    previous: dict[str, Any],
+    summary: RunSummary,
+    context: RunContext,
+    remote_usage: dict[str, Any],
+    sessions: int,
+) -> None:
+    """The manifest at the end of a session: counts from the file, LLM usage, timings, status."""
+    usage = add_summaries(_usage(context), remote_usage)
+    summary.llm = add_summaries(previous.get("llm"), usage)  # ratios recomputed, not summed
+    counts = folder.dialogue_counts()
+    summary.ambiguous_items = counts["ambiguous_items"]
+    complete = counts["completed"] + counts["failed"] >= config.conversations
+    manifest = _manifest(config, previous, status="completed" if complete else "interrupted")
+    manifest["dialogues"] = counts
+    manifest["llm"] = summary.llm
+    if context.llms is not None and hasattr(context.llms, "models"):
+        manifest["models"]["used"] = {**previous.get("models", {}).get("used", {}), **context.llms.models()}
+    manifest["timings"] = {
+        "wall_s": round(summary.wall_s + float(previous.get("timings", {}).get("wall_s", 0.0)), 3),
+        "sessions": sessions,
+    }
+    folder.write_manifest(manifest)
 
 
 def run(
@@ -311,20 +301,6 @@ def _usage(context: RunContext) -> dict[str, Any]:
     if llms is not None and hasattr(llms, "usage_summary"):
         return llms.usage_summary()
     return {}
-
-
-def _count(path: Path) -> dict[str, int]:
-    """Completed and failed conversations in `path`, and the recommended titles left ambiguous."""
-    counts = {"completed": 0, "failed": 0, "ambiguous_items": 0}
-    for rec in iter_jsonl(path):
-        counts["completed" if rec.get("status") == "ok" else "failed"] += 1
-        counts["ambiguous_items"] += sum(
-            1
-            for utt in rec.get("utterances", [])
-            for item in utt.get("items", [])
-            if item.get("resolution") == "ambiguous"
-        )
-    return counts
 
 
 def _manifest(config: RunConfig, previous: dict[str, Any], *, status: str) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Judging a run folder: pick valid conversations, skip what is already judged, score concurrently,
-append to `judgments.jsonl`, and account the tokens spent in `manifest.json`."""
+append the judgments to the run folder, and account the tokens spent in its manifest."""
 
 from __future__ import annotations
 
@@ -10,16 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from usersimcrs.core.dialogue import Dialogue
-from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl
-from usersimcrs.core.run_folder import Run
+from usersimcrs.core.jsonl import JsonlWriter
+from usersimcrs.core.run_folder import Duplicates, Run, RunFolder
 from usersimcrs.core.usage import Usage, add_summaries, upgrade_legacy_usage
 from usersimcrs.judges.base import Judge, Judgment, PlannedCall, gather_all
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.runtime.context import RunContext
 
-DIALOGUES = "dialogues.jsonl"
-JUDGMENTS = "judgments.jsonl"
 MIN_SYSTEM_TURNS = 2
 RETRY_ON_RESUME = ("llm_error",)
 """Statuses that a later `judge` invocation tries again (transient failures); others are final."""
@@ -34,10 +32,10 @@ def invalid_reason(dialogue: Dialogue) -> str | None:
     return None
 
 
-def load_judgments(path: Path) -> dict[str, list[Judgment]]:
+def load_judgments(folder: RunFolder) -> dict[str, list[Judgment]]:
     """Stored judgments by conversation; transient failures are left out (a later invocation retries them)."""
     out: dict[str, list[Judgment]] = {}
-    for record in iter_jsonl(path):
+    for record in folder.judgment_records():
         judgment = Judgment.model_validate(record)
         if judgment.status in RETRY_ON_RESUME:
             continue
@@ -140,9 +138,10 @@ def select(
     return todo, summary
 
 
-def read_dialogues(run_dir: Path) -> list[Dialogue]:
-    """The run's conversations with their profiles, read by the one run reader (a torn last line is ignored)."""
-    return Run(run_dir).dialogues
+def read_dialogues(run_dir: Path, duplicates: Duplicates = "refuse") -> list[Dialogue]:
+    """The run's conversations with their profiles, read by the one run reader (a torn last line is ignored;
+    repeated conversation IDs are refused unless `duplicates="first"`)."""
+    return Run(run_dir, duplicates=duplicates).dialogues
 
 
 def plan_run(judge: Judge, todo: list[tuple[Dialogue, dict[str, Judgment]]]) -> list[PlannedCall]:
@@ -154,7 +153,7 @@ async def judge_run(
     judge: Judge,
     todo: list[tuple[Dialogue, dict[str, Judgment]]],
     context: RunContext,
-    out_path: Path,
+    folder: RunFolder,
     summary: JudgeRunSummary,
     *,
     concurrency: int = 4,
@@ -173,7 +172,7 @@ async def judge_run(
             judgments = await judge.score(dialogue, context, existing)
         for judgment in judgments:
             if not writers:
-                writers.append(JsonlWriter(out_path))
+                writers.append(folder.judgment_writer())
             writers[0].write(judgment)
             summary.add(judgment)
         summary.judged += 1
@@ -200,7 +199,7 @@ def prefix_chars(llm_usage: Mapping[str, Any], components: Iterable[str]) -> dic
 
 
 def record_usage(
-    run_dir: Path,
+    folder: RunFolder,
     judge_name: str,
     summary: JudgeRunSummary,
     llm_usage: Mapping[str, Any],
@@ -209,9 +208,7 @@ def record_usage(
     """Add this invocation's judge tokens to ``manifest.json`` under ``judges`` (summed over invocations),
     overall, per judge and per judge model (``by_model[backend:model][judge]``), and the prompt-prefix
     reuse of the judge's LLM `components` (``prefix_reuse[judge]``, recomputed from the summed characters)."""
-    from usersimcrs.core.manifest import read_manifest, update_manifest
-
-    current = upgrade_legacy_usage(read_manifest(run_dir).get("judges", {}))  # older runs: `cached_calls`
+    current = upgrade_legacy_usage(folder.read_manifest().get("judges", {}))  # older runs: `cached_calls`
     usage = summary.usage.model_dump()
     by_model = {
         model: {judge_name: {**tally.usage.model_dump(), "judgments": tally.judgments}}
@@ -226,4 +223,4 @@ def record_usage(
         "statuses": add_summaries(current.get("statuses"), {judge_name: dict(summary.statuses)}),
         "skipped_invalid": dict(summary.skipped_invalid),
     }
-    return update_manifest(run_dir, {"judges": patch})
+    return folder.update_manifest({"judges": patch})

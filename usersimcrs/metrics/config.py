@@ -1,4 +1,4 @@
-"""The `metrics:` section of a run or matrix config, the metric files' names, and the validity gate."""
+"""The `metrics:` section of a run or matrix config and the validity gate (`RunFolder` names the metric files)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.metrics.options import MetricOptions
 from usersimcrs.metrics.validity import ValidityOptions
-
-METRICS = "metrics.csv"
-SUMMARY = "metrics_summary.csv"
-BY_TURN = "metrics_by_turn.csv"
 
 
 class MetricsConfig(BaseModel):

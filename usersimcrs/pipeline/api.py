@@ -20,7 +20,7 @@ from crs_connectors.inprocess import ObjectConfig, ObjectConnector
 from usersimcrs.config import RunConfig
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.profile import UserProfile
-from usersimcrs.core.run_folder import Run, load_run
+from usersimcrs.core.run_folder import Run, RunFolder, load_run
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.plugins import ConnectorFactory, RunPlugins, SimulatorFactory, connector_factory
 from usersimcrs.engine.plugins import simulator_factory as engine_simulator_factory
@@ -137,7 +137,7 @@ def default_output(name: str) -> Path:
     """runs/<name>, or runs/<name>-2, -3, ... when that folder already holds a run."""
     base = Path("runs") / name
     candidate, n = base, 2
-    while (candidate / "dialogues.jsonl").exists():
+    while RunFolder(candidate).has_dialogues():
         candidate, n = Path(f"{base}-{n}"), n + 1
     return candidate
 

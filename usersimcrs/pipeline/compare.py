@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from usersimcrs.analysis.compare import COMPARISON_DIR, Comparison
+from usersimcrs.analysis.compare import Comparison
+from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.report.matrix_report import run_comparison
 
 
@@ -28,8 +29,10 @@ def compare_matrix(
     resamples: int = 10000,
     seed: int = 0,
 ) -> MatrixComparison:
-    """Rank the CRSs per simulator and metric and test their differences; tables go to MATRIX_DIR/comparison/."""
-    comparison, table, _ = run_comparison(
-        matrix_dir, metrics=metrics, valid_only=valid_only, n_resamples=resamples, seed=seed
-    )
-    return MatrixComparison(comparison=comparison, table=table, folder=Path(matrix_dir) / COMPARISON_DIR)
+    """Rank the CRSs per simulator and metric and test their differences; tables go to the matrix's comparison folder."""
+    matrix = MatrixFolder(matrix_dir)
+    with matrix.lock("compare"):
+        comparison, table, _ = run_comparison(
+            matrix_dir, metrics=metrics, valid_only=valid_only, n_resamples=resamples, seed=seed
+        )
+    return MatrixComparison(comparison=comparison, table=table, folder=matrix.comparison_dir)

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from usersimcrs.core.dialoguekit_io import write_dialoguekit
-from usersimcrs.core.jsonl import JsonlWriter
+from usersimcrs.core.jsonl import write_jsonl
 from usersimcrs.core.run_folder import Run, load_run
 
 ExportFormat = Literal["dialoguekit", "jsonl"]
@@ -24,18 +24,24 @@ class ExportResult(BaseModel):
 
 
 def export_run(
-    run: Run | str | Path, output: str | Path, *, format: ExportFormat = "dialoguekit", only_ok: bool = False
+    run: Run | str | Path,
+    output: str | Path,
+    *,
+    format: ExportFormat = "dialoguekit",
+    only_ok: bool = False,
+    dedupe: bool = False,
 ) -> ExportResult:
-    """Write the run's dialogues to `output`; with `only_ok`, failed conversations are left out (and counted)."""
-    run = run if isinstance(run, Run) else load_run(run)
+    """Write the run's dialogues to `output`; with `only_ok`, failed conversations are left out (and counted).
+
+    The file is written whole or not at all. A run whose conversation IDs repeat is refused with the
+    count unless `dedupe` (keep the first line of each ID).
+    """
+    run = run if isinstance(run, Run) else load_run(run, duplicates="first" if dedupe else "refuse")
     dialogues = run.dialogues
     kept = [d for d in dialogues if d.status == "ok"] if only_ok else dialogues
     output = Path(output)
     if format == "dialoguekit":
         write_dialoguekit(kept, output)
     else:
-        output.unlink(missing_ok=True)
-        with JsonlWriter(output) as writer:
-            for dialogue in kept:
-                writer.write(dialogue)
+        write_jsonl(output, kept)
     return ExportResult(output=output, format=format, dialogues=len(kept), left_out_failed=len(dialogues) - len(kept))

@@ -22,11 +22,9 @@ from pydantic import BaseModel, Field
 from usersimcrs.analysis.anchor_judgments import read_anchor_judgments
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.dialoguekit_io import ActCounts, read_dialoguekit_report
-from usersimcrs.core.jsonl import JsonlWriter
-from usersimcrs.core.run_folder import PROFILES, ProfileWriter
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.errors import DataError, UserError
 
-IMPORT_REPORT = "import_report.json"
 RENAME_MARK = "~"
 
 JoinBy = Literal["id", "position"]
@@ -319,15 +317,15 @@ def import_run(
     join_by: JoinBy = "id",
     allow_unjoined: bool = False,
 ) -> ImportReport:
-    """Write a run folder (dialogues.jsonl, judgments.jsonl, manifest.json, import_report.json).
+    """Write a run folder (dialogues, judgments, manifest and the import report) under its writer lock.
 
-    Everything is read, de-duplicated and joined before the output folder is touched, so a refused
-    import (UserError, or UnjoinedJudgments when records would be dropped) leaves it as it was.
+    Everything is read, de-duplicated and joined before the output folder is touched, and the files
+    replace the folder's only once all are written, so a refused import (UserError, UnjoinedJudgments
+    when records would be dropped) or a failed one (a full disk) leaves the folder as it was.
     """
-    output = Path(output)
-    target = output / "dialogues.jsonl"
-    if target.exists() and target.stat().st_size and not overwrite:
-        raise UserError(f"{output} already holds a run; pass --overwrite to replace it")
+    folder = RunFolder(output)
+    if folder.has_run() and not overwrite:
+        raise UserError(f"{folder.path} already holds a run; pass --overwrite to replace it")
     read = read_dialoguekit_report(dialogues_file)
     entries, duplicates = resolve_duplicates(read.dialogues, on_duplicate, str(dialogues_file))
     dialogues = [e.dialogue for e in entries if e.kept]
@@ -349,12 +347,15 @@ def import_run(
         duplicates=duplicates,
         judgments=join_report,
     )
-    _write_run(output, dialogues, joined, report, simulator=simulator, crs=crs)
+    with folder.lock("import"):
+        if folder.has_run() and not overwrite:  # written by another command meanwhile
+            raise UserError(f"{folder.path} already holds a run; pass --overwrite to replace it")
+        _write_run(folder, dialogues, joined, report, simulator=simulator, crs=crs)
     return report
 
 
 def _write_run(
-    output: Path,
+    folder: RunFolder,
     dialogues: list[Dialogue],
     judgments: list[dict[str, Any]],
     report: ImportReport,
@@ -362,54 +363,35 @@ def _write_run(
     simulator: str | None,
     crs: str | None,
 ) -> None:
-    from usersimcrs.core.manifest import environment, write_manifest
+    from usersimcrs.core.manifest import environment
 
-    output.mkdir(parents=True, exist_ok=True)
-    stale = (
-        "dialogues.jsonl",
-        PROFILES,
-        "judgments.jsonl",
-        "metrics.csv",
-        "metrics_summary.csv",
-        "metrics_by_turn.csv",
-        IMPORT_REPORT,
-    )
-    for name in stale:
-        (output / name).unlink(missing_ok=True)
-    with JsonlWriter(output / "dialogues.jsonl") as writer, ProfileWriter(output) as profiles:
-        for dialogue in dialogues:  # profiles carried by the file go to profiles.jsonl, as in a simulated run
-            writer.write(profiles.detach(dialogue))
-    if judgments:
-        with JsonlWriter(output / "judgments.jsonl") as writer:
-            for record in judgments:
-                writer.write(record)
-    (output / IMPORT_REPORT).write_text(report.model_dump_json(indent=2), encoding="utf-8")
     agents = sorted({d.agent_id for d in dialogues})
     j = report.judgments
-    write_manifest(
-        output,
-        {
-            "name": output.name,
-            "status": "imported",
-            "source": {
-                "dialogues": report.dialogues_file,
-                "judgments": j.file if j else None,
-                "format": "dialoguekit",
-            },
-            "config": {
-                "simulator": {"type": simulator or "imported"},
-                "crs": {"type": crs or (agents[0] if len(agents) == 1 else "imported")},
-            },
-            "dialogues": {
-                "completed": report.dialogues_written - report.dialogues_failed,
-                "failed": report.dialogues_failed,
-            },
-            "judgments": {
-                "records": j.joined if j else 0,
-                "parse_failures": j.parse_failures if j else 0,
-                "dropped": j.dropped if j else 0,
-            },
-            "import_report": IMPORT_REPORT,
-            "environment": environment(),
+    manifest = {
+        "name": folder.path.name,
+        "status": "imported",
+        "source": {
+            "dialogues": report.dialogues_file,
+            "judgments": j.file if j else None,
+            "format": "dialoguekit",
         },
+        "config": {
+            "simulator": {"type": simulator or "imported"},
+            "crs": {"type": crs or (agents[0] if len(agents) == 1 else "imported")},
+        },
+        "dialogues": {
+            "completed": report.dialogues_written - report.dialogues_failed,
+            "failed": report.dialogues_failed,
+        },
+        "judgments": {
+            "records": j.joined if j else 0,
+            "parse_failures": j.parse_failures if j else 0,
+            "dropped": j.dropped if j else 0,
+        },
+        "import_report": folder.import_report_path.name,
+        "environment": environment(),
+    }
+    # profiles carried by the file are stored once, as in a simulated run
+    folder.replace_run(
+        dialogues, manifest=manifest, judgments=judgments, import_report=report.model_dump_json(indent=2)
     )

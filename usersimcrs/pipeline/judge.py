@@ -1,9 +1,10 @@
 """Judging a run folder as a library call: `judge_async` / `judge` score a run's conversations.
 
-Appends to RUN_DIR/judgments.jsonl, resumable per (conversation, judge, name, model): what the
+Appends to the run folder's judgments, resumable per (conversation, judge, name, model): what the
 same model stored is not redone, while another model judges again and its judgments live side by
 side. Invalid conversations (failed, fewer than two system turns) are skipped and counted unless
-`include_invalid`. Token usage goes to RUN_DIR/manifest.json (overall, per judge, per model).
+`include_invalid`. Token usage goes to the run's manifest (overall, per judge, per model). Judging
+holds the folder's writer lock; a file whose conversation IDs repeat is refused unless `dedupe`.
 
 A permanent LLM failure (refused key, unknown model, wrong URL) or a configuration error stops the
 whole judging at once with a `UserError` naming the model and server: rows already written stay,
@@ -38,6 +39,7 @@ class JudgeRequest(BaseModel):
     max_rounds: int | None = Field(default=None, description="debate round limit (default 4)")
     criteria: list[str] | None = Field(default=None, description="score only these aspects/factors")
     include_invalid: bool = Field(default=False, description="also judge failed or too-short conversations")
+    dedupe: bool = Field(default=False, description="judge the first line of a repeated conversation ID (else refuse)")
     dry_run: bool = Field(default=False, description="count calls and estimate tokens; call nothing")
     concurrency: int = Field(default=4, description="conversations judged at once")
     limit: int | None = Field(default=None, description="judge at most this many conversations")
@@ -203,17 +205,31 @@ async def judge_async(
     (component -> LLM settings) used instead of `request.models_file`; `progress` shows a bar on a
     terminal.
     """
-    from usersimcrs.core.manifest import read_manifest
+    from usersimcrs.core.run_folder import RunFolder
+
+    folder = RunFolder(run_dir)
+    if not folder.has_dialogues():
+        raise UserError(f"{folder.path}: no {folder.dialogues_path.name} (is this a run folder?)")
+    judge = build_judge(request)
+    with folder.lock("judge"):
+        return await _judge_locked(folder, judge, request, llm, models, progress)
+
+
+async def _judge_locked(
+    folder: Any,
+    judge: Judge,
+    request: JudgeRequest,
+    llm: LLMConfig | None,
+    models: dict[str, dict[str, Any]] | None,
+    progress: bool,
+) -> JudgeResult:
     from usersimcrs.judges.components import expand_models_map, load_models_map
-    from usersimcrs.judges.runner import DIALOGUES, JUDGMENTS, load_judgments, read_dialogues, select
+    from usersimcrs.judges.runner import load_judgments, read_dialogues, select
     from usersimcrs.llm.provider import LLMProvider
     from usersimcrs.runtime.context import RunContext
 
-    run_dir = Path(run_dir)
-    if not (run_dir / DIALOGUES).exists():
-        raise UserError(f"{run_dir}: no {DIALOGUES} (is this a run folder?)")
-    judge = build_judge(request)
-    config = llm if llm is not None else base_llm_config(request, read_manifest(run_dir))
+    run_dir = folder.path
+    config = llm if llm is not None else base_llm_config(request, folder.read_manifest())
     if models is None:
         models = load_models_map(request.models_file) if request.models_file else {}
     provider = LLMProvider(config, expand_models_map(models, judge.component_chains()))
@@ -226,9 +242,9 @@ async def judge_async(
             return resolved[name]
 
         todo, summary = select(
-            read_dialogues(run_dir),
+            read_dialogues(run_dir, "first" if request.dedupe else "refuse"),
             judge,
-            load_judgments(run_dir / JUDGMENTS),
+            load_judgments(folder),
             model_of,
             include_invalid=request.include_invalid,
         )
@@ -239,7 +255,7 @@ async def judge_async(
                 model_of(name)
         result = JudgeResult(
             judge=judge.name,
-            judgments_path=str(run_dir / JUDGMENTS),
+            judgments_path=str(folder.judgments_path),
             models=dict(resolved),
             conversations=summary.conversations,
             to_judge=len(todo),
@@ -249,8 +265,8 @@ async def judge_async(
         if request.dry_run:
             result.dry_run = _dry_run(judge, todo, request.debate)
             return result
-        await _judge_todo(judge, todo, RunContext(llms=provider, run_dir=run_dir), run_dir, summary, request, progress)
-        (run_dir / JUDGMENTS).touch(exist_ok=True)  # a finished judging leaves the file, even with no rows
+        await _judge_todo(judge, todo, RunContext(llms=provider, run_dir=run_dir), folder, summary, request, progress)
+        folder.mark_judged()  # a finished judging leaves the file, even with no rows
     finally:
         await provider.aclose()
     totals = summary.as_dict()
@@ -265,10 +281,10 @@ async def judge_async(
     )
 
 
-async def _judge_todo(judge, todo, context, run_dir: Path, summary, request: JudgeRequest, progress: bool) -> None:
+async def _judge_todo(judge, todo, context, folder, summary, request: JudgeRequest, progress: bool) -> None:
     """Score `todo` with a progress bar; a permanent LLM failure stops everything as one `UserError`."""
     from usersimcrs.engine.progress import RunProgress
-    from usersimcrs.judges.runner import JUDGMENTS, judge_run, record_usage
+    from usersimcrs.judges.runner import judge_run, record_usage
     from usersimcrs.llm.failures import PermanentLLMError
 
     bar = RunProgress(total=len(todo), enabled=progress, llms=context.llms, label=f"judge {judge.name}")
@@ -276,24 +292,32 @@ async def _judge_todo(judge, todo, context, run_dir: Path, summary, request: Jud
     def advance(dialogue, judgments) -> None:
         bar.advance(failed=any(j.value is None for j in judgments))
 
+    from usersimcrs.core.storage import StorageError
+
+    failed = True
     try:
         with bar:
             await judge_run(
                 judge,
                 todo,
                 context,
-                run_dir / JUDGMENTS,
+                folder,
                 summary,
                 concurrency=max(1, request.concurrency),
                 on_done=advance,
             )
+        failed = False
     except PermanentLLMError as exc:
         raise UserError(
             f"judge {judge.name} stopped: {exc.reason}; {summary.judged} of {len(todo)} conversations judged before"
         ) from None
     finally:
         components = [*judge.component_chains(), f"judge.{judge.name}", *(f"judge.{n}" for n in judge.reused_judges())]
-        record_usage(run_dir, judge.name, summary, context.llms.usage_summary(), components)
+        try:
+            record_usage(folder, judge.name, summary, context.llms.usage_summary(), components)
+        except StorageError:
+            if not failed:
+                raise  # otherwise the judging's own error (e.g. the disk filling up) is the one to report
 
 
 def judge(

@@ -13,6 +13,8 @@ from pathlib import Path
 from pydantic import Field
 
 from usersimcrs.config import read_yaml, validate_section
+from usersimcrs.core.matrix_folder import MatrixFolder
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.matrix import (
     CellPlan,
@@ -72,9 +74,19 @@ async def evaluate_cell(cell: CellPlan, config: MatrixConfig) -> list[str]:
 async def run_matrix_async(
     config: MatrixConfig, output_dir: str | Path, *, source: str | Path, progress: bool = True
 ) -> MatrixSummary:
-    """Run (or resume) a matrix: cells, then judges and metrics per cell, then the matrix report."""
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    """Run (or resume) a matrix: cells, then judges and metrics per cell, then the matrix report.
+
+    Holds the matrix folder's writer lock throughout (each cell's run also holds the cell's).
+    """
+    matrix = MatrixFolder(output_dir)
+    with matrix.lock("matrix"):
+        return await _run_matrix_locked(config, matrix, source=source, progress=progress)
+
+
+async def _run_matrix_locked(
+    config: MatrixConfig, matrix: MatrixFolder, *, source: str | Path, progress: bool
+) -> MatrixSummary:
+    output_dir = matrix.path
     cells = plan_matrix(config, output_dir, source)
     # an unreachable CRS stops the matrix with one line before any cell runs
     await check_distinct([(cell.config.crs, cell.name) for cell in cells if not is_complete(cell)])
@@ -87,7 +99,7 @@ async def run_matrix_async(
     finally:
         summary.wall_s = time.perf_counter() - started
         write_index(output_dir, config, cells, summary, judges)
-    finished = [c for c in cells if (c.run_dir / "dialogues.jsonl").exists()]
+    finished = [c for c in cells if RunFolder(c.run_dir).has_dialogues()]
     for cell in finished:
         messages = await evaluate_cell(cell, config)
         if messages:

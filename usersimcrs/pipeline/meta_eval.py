@@ -203,8 +203,12 @@ def meta_eval(
     human: HumanSource = "auto",
     alpha: float = DEFAULT_ALPHA,
     report: bool = True,
+    dedupe: bool = False,
 ) -> MetaEvalResult:
-    """Agreement of each score with the human reference (conversation level) and ranking (system level)."""
+    """Agreement of each score with the human reference (conversation level) and ranking (system level).
+
+    A run whose conversation IDs repeat is refused with the count unless `dedupe` (first line of each ID).
+    """
     from usersimcrs.analysis.reference import read_judge_records, read_reference
 
     scores = [s.strip() for s in scores if s.strip()]
@@ -212,7 +216,7 @@ def meta_eval(
         raise UserError("give at least one score (e.g. --scores satisfaction,turns)")
     if resamples < 0:
         raise UserError("--resamples must be 0 or more")
-    sources = load_sources(path)
+    sources = load_sources(path, dedupe=dedupe)
     ref_table = read_reference(reference_csv) if reference_csv else None
     available = sorted(set(ref_table["name"])) if ref_table is not None else _reference_keys(sources)
     key = choose_reference_key(available, reference_key)

@@ -15,11 +15,13 @@ def report(
     *,
     metrics: list[str] | None = None,
     seed: int = 0,
+    dedupe: bool = False,
 ) -> Path:
     """Write report.html (+ tables and plots) for a run or a matrix; returns the page's path.
 
     `config` recomputes the metrics with other options; `metrics` and `seed` apply to matrices
-    (which metrics to compare, seed of the resampling).
+    (which metrics to compare, seed of the resampling). A run whose conversation IDs repeat is
+    refused with the count unless `dedupe` (keep the first line of each ID).
     """
     path = folder.path if isinstance(folder, Run) else Path(folder)
     if is_matrix_dir(path):
@@ -28,4 +30,4 @@ def report(
         return build_matrix_report(path, config=config, metrics=metrics, seed=seed)
     from usersimcrs.report.run_report import build_run_report
 
-    return build_run_report(path, config)
+    return build_run_report(folder if isinstance(folder, Run) else path, config, dedupe=dedupe)

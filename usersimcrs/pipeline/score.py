@@ -8,8 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from usersimcrs.analysis.run_metrics import evaluate, write_metrics
-from usersimcrs.core.manifest import update_manifest
-from usersimcrs.core.run_folder import MANIFEST, Run, load_run
+from usersimcrs.core.run_folder import Run, load_run
 from usersimcrs.metrics.config import MetricsConfig, gate_messages
 
 
@@ -42,23 +41,35 @@ def load_metrics_config(path: str | Path | None) -> MetricsConfig:
     return config
 
 
-def as_run(run: Run | str | Path) -> Run:
-    """A `Run` handle for a run or a path to a run folder."""
-    return run if isinstance(run, Run) else load_run(run)
+def as_run(run: Run | str | Path, *, dedupe: bool = False) -> Run:
+    """A `Run` handle for a run or a path to a run folder (`dedupe`: read the first line of a repeated ID)."""
+    return run if isinstance(run, Run) else load_run(run, duplicates="first" if dedupe else "refuse")
 
 
-def score(run: Run | str | Path, config: MetricsConfig | None = None, *, write: bool = True) -> Scores:
-    """Compute the metrics of a run; with `write`, store metrics*.csv and the manifest's `metrics` entry."""
-    run = as_run(run)
+def score(
+    run: Run | str | Path, config: MetricsConfig | None = None, *, write: bool = True, dedupe: bool = False
+) -> Scores:
+    """Compute the metrics of a run; with `write`, store the metric tables and the manifest's `metrics` entry.
+
+    Writing holds the folder's writer lock. A file whose conversation IDs repeat is refused
+    (`DuplicateConversations`, with the count) unless `dedupe` (or a `Run` opened with `duplicates="first"`).
+    """
+    run = as_run(run, dedupe=dedupe)
     config = config or MetricsConfig()
+    if not write:
+        return _scores(run, config, write=False)
+    with run.folder.lock("metrics"):
+        return _scores(run, config, write=True)
+
+
+def _scores(run: Run, config: MetricsConfig, *, write: bool) -> Scores:
     result = evaluate(run, config)
     messages = gate_messages(result.rates, config)
     files: list[Path] = []
     if write:
-        files = write_metrics(run.path, result)
-        if (run.path / MANIFEST).exists():
-            update_manifest(
-                run.path,
+        files = write_metrics(run.folder, result)
+        if run.folder.manifest_path.exists():
+            run.folder.update_manifest(
                 {
                     "metrics": {
                         "rates": result.rates,

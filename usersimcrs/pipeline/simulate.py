@@ -14,10 +14,11 @@ from pydantic import BaseModel, Field
 
 from usersimcrs.analysis.failures import FailureSummary, summarize_failures_file
 from usersimcrs.config import RunConfig
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.engine import preflight
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.plugins import RunPlugins
-from usersimcrs.engine.runner import DIALOGUES, run_async
+from usersimcrs.engine.runner import run_async
 from usersimcrs.runtime.context import RunContext
 
 
@@ -69,7 +70,7 @@ async def simulate_async(
         plugins=plugins,
         context=context,
     )
-    failures = summarize_failures_file(output / DIALOGUES)
+    failures = summarize_failures_file(RunFolder(output).dialogues_path)
     report_path = None
     if report:  # metrics first, so the report shows them as `usersimcrs metrics` computes them
         from usersimcrs.pipeline.report import report as write_report  # pandas & co only when asked

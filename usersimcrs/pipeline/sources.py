@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from usersimcrs.analysis.compare import discover_cells, is_matrix_dir
-from usersimcrs.core.run_folder import DIALOGUES, Run, load_run
+from usersimcrs.core.run_folder import Duplicates, Run, RunFolder, load_run
 from usersimcrs.errors import DataError
 
 
@@ -24,14 +24,29 @@ class RunSource:
     run: Run
 
 
-def load_sources(path: str | Path) -> list[RunSource]:
-    """The run folders under `path`: the cells of a matrix, else the run folder itself."""
+def load_sources(path: str | Path, *, dedupe: bool = False) -> list[RunSource]:
+    """The run folders under `path`: the cells of a matrix, else the run folder itself.
+
+    A run whose conversation IDs repeat is refused (with the count) when read, unless `dedupe`.
+    """
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such folder")
+    duplicates: Duplicates = "first" if dedupe else "refuse"
     if is_matrix_dir(path):
-        return [RunSource(c.name, c.crs, c.simulator, load_run(c.run_dir)) for c in discover_cells(path)]
-    if not (path / DIALOGUES).exists():
-        raise DataError(f"{path}: neither a run folder ({DIALOGUES}) nor a matrix (matrix.json or cells/)")
-    run = load_run(path)
-    return [RunSource(run.name, run.crs, run.simulator, run)]
+        sources = [
+            RunSource(c.name, c.crs, c.simulator, load_run(c.run_dir, duplicates=duplicates))
+            for c in discover_cells(path)
+        ]
+    else:
+        folder = RunFolder(path)
+        if not folder.has_dialogues():
+            raise DataError(
+                f"{path}: neither a run folder ({folder.dialogues_path.name}) nor a matrix (an index or cells/)"
+            )
+        run = load_run(path, duplicates=duplicates)
+        sources = [RunSource(run.name, run.crs, run.simulator, run)]
+    if not dedupe:  # refused before any work, with the count
+        for source in sources:
+            source.run.folder.check_unique()
+    return sources

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from usersimcrs.core.storage import write_atomic
 from usersimcrs.report.tables import html_table, write_table
 
 STYLE = """
@@ -88,13 +89,12 @@ class Report:
     def write(self, folder: str | Path, *, page: str | Path | None = None) -> Path:
         """Write plots/ and tables/ under `folder`, and the page (default folder/report.html)."""
         folder = Path(folder)
-        (folder / "plots").mkdir(parents=True, exist_ok=True)
         for name, png in self.plots.items():
-            (folder / "plots" / f"{name}.png").write_bytes(png)
+            write_atomic(folder / "plots" / f"{name}.png", png)
         for name, table in self.tables.items():
             write_table(table, folder / "tables", name)
         target = Path(page) if page else folder / "report.html"
-        target.write_text(self.render(), encoding="utf-8")
+        write_atomic(target, self.render())  # each file whole or not at all (a full disk leaves no 0-byte page)
         return target
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 import pandas as pd
 
 from usersimcrs.analysis.compare import (
-    COMPARISON_DIR,
     Comparison,
     combined_table,
     compare,
@@ -16,6 +15,7 @@ from usersimcrs.analysis.compare import (
 )
 from usersimcrs.analysis.ranking import agreement_matrix
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import load_run
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.report import plots
@@ -29,8 +29,6 @@ from usersimcrs.report.sections import (
     transcript_table,
 )
 from usersimcrs.report.tables import write_table
-
-REPORT_DIR = "report"
 
 
 def write_comparison(folder: str | Path, comparison: Comparison) -> list[Path]:
@@ -56,7 +54,7 @@ def run_comparison(
     comparison = compare(
         table, comparison_metrics(table, metrics), valid_only=valid_only, n_resamples=n_resamples, seed=seed
     )
-    write_comparison(Path(matrix_dir) / COMPARISON_DIR, comparison)
+    write_comparison(MatrixFolder(matrix_dir).comparison_dir, comparison)
     return comparison, table, by_turn
 
 
@@ -117,8 +115,19 @@ def build_matrix_report(
     metrics: list[str] | None = None,
     seed: int = 0,
 ) -> Path:
-    """Write MATRIX_DIR/report.html (+ report/plots, report/tables, comparison/); returns the page."""
-    matrix_dir = Path(matrix_dir)
+    """Write the matrix's report page (+ its plots and tables, and the comparison tables); returns the page.
+
+    Holds the matrix folder's writer lock (re-entrant: a matrix run writes its report under its own lock).
+    """
+    folder = MatrixFolder(matrix_dir)
+    with folder.lock("report"):
+        return _write_matrix_report(folder, config=config, metrics=metrics, seed=seed)
+
+
+def _write_matrix_report(
+    folder: MatrixFolder, *, config: MetricsConfig | None, metrics: list[str] | None, seed: int
+) -> Path:
+    matrix_dir = folder.path
     comparison, table, by_turn = run_comparison(matrix_dir, metrics=metrics, config=config, seed=seed)
     report = Report(
         title=f"Matrix report: {matrix_dir.name}",
@@ -195,7 +204,7 @@ def build_matrix_report(
     valid_ids = set(table.loc[table["valid"].astype(bool), "conversation_id"].astype(str))
     add_judgment_sections(report, records, valid_ids=valid_ids, groups=pd.Series(groups), group_label="cell", seed=seed)
     add_cell_transcripts(report, dialogues, table)
-    return report.write(matrix_dir / REPORT_DIR, page=matrix_dir / "report.html")
+    return report.write(folder.report_dir, page=folder.report_page)
 
 
 def headline_metric(comparison: Comparison) -> str | None:

@@ -7,9 +7,9 @@ from typing import Any
 
 import pandas as pd
 
-from usersimcrs.analysis.run_metrics import evaluate, write_metrics
+from usersimcrs.analysis.run_metrics import evaluate, read_metrics, write_metrics
 from usersimcrs.core.run_folder import Run, load_run
-from usersimcrs.metrics.config import BY_TURN, METRICS, SUMMARY, MetricsConfig
+from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.report.html import Report
 from usersimcrs.report.sections import (
     add_judgment_sections,
@@ -22,16 +22,14 @@ from usersimcrs.report.sections import (
     validity_table,
 )
 
-REPORT_DIR = "report"
-
 
 def run_tables(data: Run, config: MetricsConfig | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """metrics.csv, metrics_summary.csv and metrics_by_turn.csv: read when present, else computed and written."""
-    run_dir = data.path
-    if config is None and all((run_dir / name).exists() for name in (METRICS, SUMMARY, BY_TURN)):
-        return (pd.read_csv(run_dir / METRICS), pd.read_csv(run_dir / SUMMARY), pd.read_csv(run_dir / BY_TURN))
+    """The metric tables (per conversation, summary, per turn): read when written, else computed and written."""
+    written = read_metrics(data.folder) if config is None else None
+    if written is not None:
+        return written
     result = evaluate(data, config)
-    write_metrics(run_dir, result)
+    write_metrics(data.folder, result)
     return result.conversations, result.summary, result.by_turn
 
 
@@ -57,9 +55,18 @@ def overview_table(data: Run, conversations: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["field", "value"]).astype({"value": str})
 
 
-def build_run_report(run_dir: str | Path, config: MetricsConfig | None = None) -> Path:
-    """Write RUN_DIR/report.html (and RUN_DIR/report/{plots,tables}); returns the page's path."""
-    data = load_run(run_dir)
+def build_run_report(run_dir: str | Path | Run, config: MetricsConfig | None = None, *, dedupe: bool = False) -> Path:
+    """Write the run's report page (and its plots and tables); returns the page's path.
+
+    Holds the folder's writer lock. A file whose conversation IDs repeat is refused with the count
+    unless `dedupe` (or a `Run` opened with `duplicates="first"`).
+    """
+    data = run_dir if isinstance(run_dir, Run) else load_run(run_dir, duplicates="first" if dedupe else "refuse")
+    with data.folder.lock("report"):
+        return _write_run_report(data, config)
+
+
+def _write_run_report(data: Run, config: MetricsConfig | None) -> Path:
     conversations, summary, by_turn = run_tables(data, config)
     report = Report(
         title=f"Run report: {data.name}",
@@ -122,7 +129,7 @@ def build_run_report(run_dir: str | Path, config: MetricsConfig | None = None) -
     add_transcripts(report, data.dialogues, conversations)
     valid_ids = set(conversations.loc[conversations["valid"].astype(bool), "conversation_id"].astype(str))
     add_judgment_sections(report, data.judgments, valid_ids=valid_ids, seed=data.seed)
-    return report.write(data.path / REPORT_DIR, page=data.path / "report.html")
+    return report.write(data.folder.report_dir, page=data.folder.report_page)
 
 
 def _llm_label(models: dict[str, Any], config: dict[str, Any]) -> str:

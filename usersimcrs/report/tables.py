@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from usersimcrs.core.storage import write_atomic
+
 
 def format_cell(value: object, digits: int = 3) -> str:
     """Numbers rounded, missing values as an en dash, everything else as text."""
@@ -46,10 +48,9 @@ def write_table(
 ) -> list[Path]:
     """Write `name`.csv and `name`.md into `folder`; returns both paths."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = folder / f"{name}.csv", folder / f"{name}.md"
-    table.to_csv(csv_path, index=index)
-    md_path.write_text(markdown_table(table, digits=digits, index=index), encoding="utf-8")
+    write_atomic(csv_path, table.to_csv(index=index))
+    write_atomic(md_path, markdown_table(table, digits=digits, index=index))
     return [csv_path, md_path]
 
 
