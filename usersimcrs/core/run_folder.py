@@ -303,11 +303,16 @@ class RunFolder:
         return counts
 
     def drop_failed(self) -> set[str]:
-        """Rewrite the dialogues without failed records (and without a torn last line or a repeated ID).
+        """Rewrite the dialogues without failed records (see `compact`); returns their IDs."""
+        return self.compact(drop_failed=True)
+
+    def compact(self, *, drop_failed: bool) -> set[str]:
+        """Rewrite the dialogues without a torn last line and with each ID once (its first line), and
+        without the failed records when `drop_failed`.
 
         Kept lines are copied byte for byte into a temp file that replaces the file atomically
         (`os.replace`), so a reader sees either the old file or the new one, never a mix, and a crash
-        or a full disk mid-rewrite leaves the old file whole. Returns the IDs of the dropped records.
+        or a full disk mid-rewrite leaves the old file whole. Returns the IDs of the dropped failed records.
         """
         path = self.dialogues_path
         dropped: set[str] = set()
@@ -325,7 +330,7 @@ class RunFolder:
                             break
                         raise DataError(f"{path}:{number}: not valid JSON ({exc})") from exc
                     cid = str(record.get("conversation_id")) if isinstance(record, dict) else None
-                    if cid is not None and record.get("status") != "ok":
+                    if drop_failed and cid is not None and record.get("status") != "ok":
                         dropped.add(cid)
                         continue
                     if cid is not None and cid in seen:
@@ -372,10 +377,12 @@ class RunFolder:
         return all(path.exists() for path in self.metrics_paths)
 
     def write_metrics(self, conversations_csv: str, summary_csv: str, by_turn_csv: str) -> list[Path]:
-        """Replace the three metric tables (each atomically); returns their paths."""
+        """Replace the three metric tables together: all three are written whole before any replaces
+        the old one, so a full disk leaves the old set (or none), never a mix; returns their paths."""
         paths = list(self.metrics_paths)
-        for path, text in zip(paths, (conversations_csv, summary_csv, by_turn_csv)):
-            write_atomic(path, text)
+        with Staging() as staging:
+            for path, text in zip(paths, (conversations_csv, summary_csv, by_turn_csv)):
+                staging.write(path, text)
         return paths
 
     def write_import_report(self, text: str) -> Path:
@@ -416,36 +423,22 @@ class RunFolder:
         the old ones (and the old run's other outputs, such as its metrics, are removed). A failure on
         the way (a full disk) removes the staged files and leaves the folder as it was.
         """
-        staged: list[tuple[Path, Path]] = []
-        try:
-            dialogues_tmp, profiles_tmp = _staging(self.dialogues_path), _staging(self.profiles_path)
-            staged += [(dialogues_tmp, self.dialogues_path), (profiles_tmp, self.profiles_path)]
-            with JsonlWriter(dialogues_tmp) as writer, ProfileWriter(profiles_tmp, items) as profiles:
+        with Staging() as staging:
+            with (
+                JsonlWriter(staging.path_for(self.dialogues_path)) as writer,
+                ProfileWriter(staging.path_for(self.profiles_path), items) as profiles,
+            ):
                 for dialogue in dialogues:
                     writer.write(profiles.detach(dialogue))
             if judgments:
-                judgments_tmp = _staging(self.judgments_path)
-                staged.append((judgments_tmp, self.judgments_path))
-                with JsonlWriter(judgments_tmp) as writer:
+                with JsonlWriter(staging.path_for(self.judgments_path)) as writer:
                     for record in judgments:
                         writer.write(record)
             if import_report is not None:
-                report_tmp = _staging(self.import_report_path)
-                staged.append((report_tmp, self.import_report_path))
-                write_atomic(report_tmp, import_report)
-            manifest_tmp = _staging(self.manifest_path)
-            staged.append((manifest_tmp, self.manifest_path))
-            write_atomic(manifest_tmp, json.dumps(scrub_secrets(manifest), indent=2, default=str))
-        except BaseException:
-            remove_files([tmp for tmp, _ in staged])
-            raise
-        targets = {target for _, target in staged}
-        remove_files([path for path in self.run_outputs() if path not in targets])
-        for tmp, target in staged:
-            if target == self.profiles_path and tmp.stat().st_size == 0:
-                remove_files([tmp, target])  # no profile carried by the dialogues: no empty file
-                continue
-            os.replace(tmp, target)
+                staging.write(self.import_report_path, import_report)
+            staging.write(self.manifest_path, json.dumps(scrub_secrets(manifest), indent=2, default=str))
+            staging.skip_if_empty(self.profiles_path)  # no profile carried by the dialogues: no empty file
+            remove_files([path for path in self.run_outputs() if path not in staging.targets])
 
     def write_json(self, path: Path, data: Any) -> Path:
         """Write a JSON document (e.g. a converter's side file) atomically."""
@@ -462,11 +455,49 @@ def _deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _staging(path: Path) -> Path:
-    """Where a replacement of `path` is written before it is renamed over it."""
-    staged = path.with_name(f".{path.name}.{os.getpid()}.staged")
-    staged.unlink(missing_ok=True)
-    return staged
+class Staging:
+    """Files written whole beside their targets, renamed over them together once all are written.
+
+    Used as a context manager: leaving it normally renames every staged file over its target;
+    leaving it with an error (a full disk) removes the staged files and leaves the targets as they were.
+    """
+
+    def __init__(self) -> None:
+        self._pairs: list[tuple[Path, Path]] = []
+        self._skip: set[Path] = set()
+
+    @property
+    def targets(self) -> set[Path]:
+        return {target for _, target in self._pairs}
+
+    def path_for(self, target: Path) -> Path:
+        """Where the replacement of `target` is written (registered for the rename)."""
+        staged = target.with_name(f".{target.name}.{os.getpid()}.staged")
+        staged.unlink(missing_ok=True)
+        self._pairs.append((staged, target))
+        return staged
+
+    def write(self, target: Path, data: str | bytes) -> None:
+        write_atomic(self.path_for(target), data)
+
+    def skip_if_empty(self, target: Path) -> None:
+        """Do not create `target` when its staged file is empty (an existing one is removed)."""
+        for staged, wanted in self._pairs:
+            if wanted == target and staged.exists() and staged.stat().st_size == 0:
+                self._skip.add(target)
+
+    def __enter__(self) -> Staging:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            remove_files([staged for staged, _ in self._pairs])
+            return
+        for staged, target in self._pairs:
+            if target in self._skip:
+                remove_files([staged, target])
+            else:
+                os.replace(staged, target)
 
 
 def _parse_line(raw: bytes) -> dict[str, Any] | None:

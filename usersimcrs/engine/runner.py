@@ -160,9 +160,11 @@ def _prepare_output(
             return set(), set()
         if not resume:
             raise UserError(f"{folder.path} already holds a run; use --resume to continue it or --overwrite")
-        if keep_failed or not folder.failed_ids():
+        failed = set() if keep_failed else folder.failed_ids()
+        if not failed and not folder.repeated_ids():
             return folder.stored_ids(), set()
-        retried = folder.drop_failed()
+        # failed ones are run again; a conversation ID on several lines (two writers before the lock) once
+        retried = folder.compact(drop_failed=not keep_failed)
         return folder.stored_ids(), retried
     return set(), set()
 
