@@ -4,11 +4,17 @@
 messages ``{"recipient_id", "text"?, "buttons"?, "image"?, "custom"?}``. Texts are joined; items
 come from ``custom`` payloads (e.g. ``{"items": [{"id": ..., "title": ...}]}``) when the bot sends
 them, else from the text (numbered lists, ``Title (Year)``) and, optionally, button titles.
+
+A server started with ``rasa run --auth-token`` checks a ``token`` query parameter: `token_env` names
+the environment variable holding it (the token itself never sits in the config, and the run's
+secret scrubber masks it wherever a reply or an error would show it).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import Field
 
@@ -18,6 +24,8 @@ from crs_connectors.item_parsing import items_from_text, ref_from_value, resolve
 from crs_connectors.json_paths import select
 from crs_connectors.transport import HTTPAnswer, HTTPOptions, Retryable
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
+from usersimcrs.core.secrets import Secrets
+from usersimcrs.errors import ConfigError
 
 
 class RasaConfig(HTTPOptions):
@@ -31,6 +39,9 @@ class RasaConfig(HTTPOptions):
     buttons_are_items: bool = Field(False, description="treat button titles as recommended item titles")
     open_message: str | None = Field(None, description="text sent on open when the CRS speaks first (e.g. '/greet')")
     join_with: str = "\n"
+    token_env: str | None = Field(
+        None, description="environment variable holding Rasa's auth token (sent as the `token` query parameter)"
+    )
 
 
 def read_messages(answer: HTTPAnswer) -> list[dict[str, Any]]:
@@ -50,6 +61,16 @@ class RasaConnector(HTTPConnectorBase):
     Config = RasaConfig
     config: RasaConfig
 
+    def __init__(self, config: RasaConfig, context: Any) -> None:
+        super().__init__(config, context)
+        self._url = config.url
+        if config.token_env:
+            token = os.environ.get(config.token_env)
+            if not token:
+                raise ConfigError(f"crs.token_env: environment variable {config.token_env} is not set")
+            self.transport.secrets = self.transport.secrets + Secrets([token])
+            self._url = _with_query(config.url, "token", token)
+
     def health_url(self) -> str:
         if self.config.health_url:
             return self.config.health_url
@@ -60,7 +81,7 @@ class RasaConnector(HTTPConnectorBase):
         sender = self.conversation_id or history.conversation_id
         text = user_utterance.text if user_utterance is not None else (self.config.open_message or "")
         body = {"sender": sender, "message": text}
-        messages = await self.transport.call("POST", self.config.url, read_messages, json_body=body)
+        messages = await self.transport.call("POST", self._url, read_messages, json_body=body)
         return self.to_reply(messages)
 
     def to_reply(self, messages: list[dict[str, Any]]) -> CRSReply:
@@ -93,3 +114,10 @@ class RasaConnector(HTTPConnectorBase):
                 if ref is not None:
                     refs.append(ref)
         return refs
+
+
+def _with_query(url: str, key: str, value: str) -> str:
+    """`url` with the query parameter `key` set to `value`."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != key] + [(key, value)]
+    return urlunsplit(parts._replace(query=urlencode(query)))

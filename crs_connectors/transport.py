@@ -1,6 +1,11 @@
 """HTTP plumbing shared by the HTTP connectors: retries with seeded backoff, timeouts, a size limit,
 per-conversation cookies, secret headers from the environment, and short failure reasons.
 
+Whatever the CRS sends back passes the run's secret scrubber on the way in (`core/secrets.py`): the
+body before it is parsed, and every failure reason (a 4xx body, a redirect's target, a URL), so a
+CRS that echoes its bearer token puts it in no file. Redirects are not followed (a 3xx is a
+failure naming its target), so a token is never sent on to another address.
+
 Requests go through a lean aiohttp pool (`CRSPool`): the run's shared one when the engine put one in
 the context (one keep-alive pool per run), else the transport's own. httpx cost about 1 ms of CPU per
 request at C = 128 (pool bookkeeping, request models, cookie adapters), which made the CRS turn half
@@ -27,6 +32,7 @@ from usersimcrs.core import wire_json
 from usersimcrs.core.env_headers import headers_from_env
 from usersimcrs.core.loop_session import LoopSession
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy, parse_retry_after
+from usersimcrs.core.secrets import Secrets
 from usersimcrs.errors import ConnectorError
 
 if TYPE_CHECKING:  # both libraries are imported on first use: a run without an HTTP CRS never pays for them
@@ -68,6 +74,7 @@ class HTTPAnswer:
     body: bytes
     content_type: str
     latency_s: float
+    location: str | None = None  # where a 3xx points
 
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
@@ -149,8 +156,13 @@ class HTTPTransport:
             self._pool = CRSPool()
         self.keep_cookies = keep_cookies
         self._jar: Any = None  # made on first use: an aiohttp CookieJar, or httpx.Cookies on the httpx path
-        headers = {**options.headers, **headers_from_env(options.headers_env, section="crs")}
+        secret_headers = headers_from_env(options.headers_env, section="crs")
+        headers = {**options.headers, **secret_headers}
         self._headers = headers
+        run_secrets = getattr(context, "secrets", None)
+        self.secrets = Secrets(secret_headers.values()) + (
+            run_secrets if isinstance(run_secrets, Secrets) else Secrets()
+        )
         self._request_headers = {"User-Agent": "usersimcrs", "Accept": "application/json, text/plain;q=0.9", **headers}
         self._rng = random.Random(seed_for(getattr(context, "run_seed", 0), seed_key))
         self._policy = RetryPolicy(attempts=options.retries + 1, base_s=options.backoff_s, cap_s=options.max_backoff_s)
@@ -207,18 +219,25 @@ class HTTPTransport:
         """Send a request and parse its answer, retrying transient failures; raises ConnectorError."""
         policy = self.policy(retries)
 
+        scrub = self.secrets.scrub
+
         async def attempt(number: int) -> T:
             try:
                 return parse(await self._attempt(method, url, json_body))
             except Retryable as exc:
-                log.debug("%s %s failed (%s), attempt %d of %d", method, url, exc.reason, number, policy.attempts)
+                exc.reason = scrub(exc.reason)
+                log.debug(
+                    "%s %s failed (%s), attempt %d of %d", method, scrub(url), exc.reason, number, policy.attempts
+                )
                 raise
 
         try:
             return await policy.run(attempt, rng=lambda: self._rng)
         except RetryableFailure as exc:
             suffix = f" (after {policy.attempts} attempts)" if policy.attempts > 1 else ""
-            raise ConnectorError(f"{exc.reason}{suffix}") from None
+            raise ConnectorError(f"{scrub(exc.reason)}{suffix}") from None
+        except ConnectorError as exc:
+            raise ConnectorError(scrub(str(exc))) from None
 
     async def _attempt(self, method: str, url: str, json_body: Any) -> HTTPAnswer:
         """One request within the timeout; failures become Retryable or (for 4xx) ConnectorError."""
@@ -281,9 +300,10 @@ class HTTPTransport:
             status = response.status
             answer = HTTPAnswer(
                 status=status,
-                body=body,
+                body=self.secrets.scrub_bytes(body),
                 content_type=response.headers.get("Content-Type", ""),
                 latency_s=time.perf_counter() - started,
+                location=response.headers.get("Location"),
             )
             retry_after = response.headers.get("Retry-After")
         return _checked(answer, retry_after)
@@ -331,9 +351,10 @@ class HTTPTransport:
             await response.aclose()
         answer = HTTPAnswer(
             status=response.status_code,
-            body=body,
+            body=self.secrets.scrub_bytes(body),
             content_type=response.headers.get("content-type", ""),
             latency_s=time.perf_counter() - started,
+            location=response.headers.get("location"),
         )
         return _checked(answer, response.headers.get("retry-after"))
 
@@ -346,6 +367,9 @@ def _checked(answer: HTTPAnswer, retry_after: str | None) -> HTTPAnswer:
     if status >= 400:
         snippet = answer.text().strip().replace("\n", " ")[:80]
         raise ConnectorError(f"HTTP {status}" + (f": {snippet}" if snippet else ""))
+    if 300 <= status < 400:
+        target = f" to {answer.location}" if answer.location else ""
+        raise ConnectorError(f"HTTP {status}: redirected{target}, not followed (set crs.url to the final address)")
     return answer
 
 

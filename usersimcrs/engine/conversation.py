@@ -89,13 +89,14 @@ class ConversationRunner:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - recorded on the conversation, the run goes on
-            _fail(dialogue, f"{type(exc).__name__}: {exc}")
+            _fail(dialogue, self.context.secrets.scrub(f"{type(exc).__name__}: {exc}"))
         finally:
             if crs is not None:
                 try:
                     await crs.close()
                 except Exception as exc:  # noqa: BLE001
-                    dialogue.metadata.setdefault("warnings", []).append(f"close failed: {exc}")
+                    warning = self.context.secrets.scrub(f"close failed: {exc}")
+                    dialogue.metadata.setdefault("warnings", []).append(warning)
         timings["total_s"] = time.perf_counter() - started
         dialogue.timings = {k: round(v, 6) for k, v in timings.items()}
         return dialogue

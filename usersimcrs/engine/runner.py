@@ -28,6 +28,7 @@ from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.manifest import environment
 from usersimcrs.core.profile import Ratings
 from usersimcrs.core.run_folder import RunFolder
+from usersimcrs.core.secrets import Secrets, scrubbing_logs
 from usersimcrs.core.storage import StorageError
 from usersimcrs.core.usage import add_summaries
 from usersimcrs.engine.conversation import ConversationRunner, plan
@@ -105,6 +106,7 @@ def build_context(config: RunConfig, run_dir: Path | None = None) -> RunContext:
         run_dir=run_dir,
         run_seed=config.seed,
         data=dict(config.data),
+        secrets=Secrets.from_config(config),
     )
     pool = context.shared(POOL_KEY, CRSPool)  # one keep-alive pool for every HTTP CRS request of the run
     context.on_close(llms.aclose)
@@ -187,7 +189,8 @@ async def run_async(
     `StorageError` after the conversations in flight are cancelled (within `SHUTDOWN_GRACE_S`).
     """
     folder = RunFolder(output_dir)
-    with folder.lock("run"):
+    secrets = context.secrets if context is not None else Secrets.from_config(config)
+    with folder.lock("run"), scrubbing_logs(secrets):
         return await _run_locked(config, folder, resume, overwrite, keep_failed, context, source, plugins)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from usersimcrs.core.secrets import Secrets
 from usersimcrs.errors import LLMError
 
 
@@ -39,11 +40,8 @@ def status_error(backend: str, status: int, message: str, retry_after_s: float |
 
 
 def redact(text: str, secrets: list[str]) -> str:
-    """`text` with every secret value replaced by ***, so reasons can be logged and recorded."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return text
+    """`text` with every secret value replaced by *** (the one scrubber, `core/secrets.py`)."""
+    return Secrets(secrets).scrub(text)
 
 
 def shorten(text: str, limit: int = 160) -> str:

@@ -1,5 +1,10 @@
 """The one call site every LLM request goes through: cache, concurrency cap, timeout, retries,
-structured-output parsing and usage accounting, in front of a raw backend."""
+structured-output parsing and usage accounting, in front of a raw backend.
+
+What a backend returns passes the secret scrubber here, on the way in (`core/secrets.py`): the
+reply text and every failure reason, before anything is parsed, cached, recorded or logged, so a
+server that echoes the API key or a header puts it in no file.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy
+from usersimcrs.core.secrets import Secrets
 from usersimcrs.core.usage import Usage
 from usersimcrs.errors import LLMError, UserError
 from usersimcrs.llm.base import LLM, LLMResult, Message
@@ -99,6 +105,7 @@ class ManagedLLM(LLM):
         self.backend = slot.backend.backend
         self.model = slot.backend.model
         self.policy = RetryPolicy(attempts=max(0, config.retries) + 1, base_s=config.backoff_s, cap_s=config.max_wait_s)
+        self.secrets = Secrets.from_config(config)
 
     async def complete(
         self,
@@ -250,16 +257,27 @@ class ManagedLLM(LLM):
     async def _one_call(
         self, messages: list[Message], temperature: float, max_tokens: int, seed: int | None, schema: dict | None
     ) -> LLMResult:
-        """One raw backend call under the per-backend cap and the per-call timeout."""
+        """One raw backend call under the per-backend cap and the per-call timeout; reply and failure scrubbed."""
+        scrub = self.secrets.scrub
         async with self.slot.semaphore:
             try:
                 async with asyncio.timeout(self.config.timeout_s):  # no extra task per call, unlike wait_for
-                    return await self.slot.backend.complete(
+                    result = await self.slot.backend.complete(
                         messages, temperature=temperature, max_tokens=max_tokens, seed=seed, schema=schema
                     )
             except TimeoutError:
                 raise TransientLLMError(f"{self.backend}: no answer within {self.config.timeout_s:g}s") from None
-            except (LLMError, UserError):
+            except TransientLLMError as exc:
+                raise TransientLLMError(scrub(exc.reason), exc.retry_after_s) from None
+            except PermanentLLMError as exc:
+                raise PermanentLLMError(scrub(exc.reason)) from None
+            except LLMError as exc:
+                raise LLMError(scrub(str(exc))) from None
+            except UserError:
                 raise
             except Exception as exc:  # noqa: BLE001 - an unexpected library failure is retried, then reported
                 raise TransientLLMError(f"{self.backend}: unexpected {type(exc).__name__}") from None
+        if self.secrets:
+            result.text = scrub(result.text)
+            result.parsed = self.secrets.scrub_value(result.parsed)
+        return result

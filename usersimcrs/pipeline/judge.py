@@ -206,32 +206,35 @@ async def judge_async(
     terminal.
     """
     from usersimcrs.core.run_folder import RunFolder
+    from usersimcrs.core.secrets import Secrets, scrubbing_logs
+    from usersimcrs.judges.components import load_models_map
 
     folder = RunFolder(run_dir)
     if not folder.has_dialogues():
         raise UserError(f"{folder.path}: no {folder.dialogues_path.name} (is this a run folder?)")
     judge = build_judge(request)
     with folder.lock("judge"):
-        return await _judge_locked(folder, judge, request, llm, models, progress)
+        config = llm if llm is not None else base_llm_config(request, folder.read_manifest())
+        if models is None:
+            models = load_models_map(request.models_file) if request.models_file else {}
+        with scrubbing_logs(Secrets.from_config({"llm": config, "models": models})):
+            return await _judge_locked(folder, judge, request, config, models, progress)
 
 
 async def _judge_locked(
     folder: Any,
     judge: Judge,
     request: JudgeRequest,
-    llm: LLMConfig | None,
-    models: dict[str, dict[str, Any]] | None,
+    config: LLMConfig,
+    models: dict[str, dict[str, Any]],
     progress: bool,
 ) -> JudgeResult:
-    from usersimcrs.judges.components import expand_models_map, load_models_map
+    from usersimcrs.judges.components import expand_models_map
     from usersimcrs.judges.runner import load_judgments, read_dialogues, select
     from usersimcrs.llm.provider import LLMProvider
     from usersimcrs.runtime.context import RunContext
 
     run_dir = folder.path
-    config = llm if llm is not None else base_llm_config(request, folder.read_manifest())
-    if models is None:
-        models = load_models_map(request.models_file) if request.models_file else {}
     provider = LLMProvider(config, expand_models_map(models, judge.component_chains()))
     try:
         resolved: dict[str, str] = {}  # judgment name -> backend:model, built on first need

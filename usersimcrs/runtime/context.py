@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, AsyncContextManager, Awaitable, Callable,
 
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.profile import Ratings
+from usersimcrs.core.secrets import Secrets
 from usersimcrs.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,6 +53,7 @@ class RunContext:
     run_seed: int = 0
     data: dict[str, Any] = field(default_factory=dict)
     cache: dict[str, Any] = field(default_factory=dict)
+    secrets: Secrets = field(default_factory=Secrets)  # values of the env vars the config names, masked on the way in
     _exit: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
 
     def llm(self, component: str) -> LLM:

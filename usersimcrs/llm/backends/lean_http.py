@@ -4,7 +4,9 @@ The official `openai` / `ollama` clients spend about 3 ms of CPU per call on req
 response models and pool bookkeeping; against a fast server at high concurrency that CPU, not the
 server, bounds throughput. This transport speaks the same wire protocol with less work per call and
 classifies failures the way the official paths do (timeouts, lost connections and malformed bodies
-are transient; HTTP statuses go through `status_error`, Retry-After included).
+are transient; HTTP statuses go through `status_error`, Retry-After included). Redirects are not
+followed: the API key is never sent on to another address, and a 3xx is a permanent failure
+naming its (scrubbed) target.
 
 Sessions belong to one event loop: the session is made lazily inside the running loop and made anew
 when a later `asyncio.run` brings another loop (the old one is detached without touching its loop).
@@ -21,7 +23,7 @@ from usersimcrs.core import wire_json
 from usersimcrs.core.loop_session import LoopSession
 from usersimcrs.core.retry import parse_retry_after
 from usersimcrs.errors import LLMError
-from usersimcrs.llm.failures import TransientLLMError, status_error
+from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, redact, status_error
 
 
 class LeanReply:
@@ -68,7 +70,7 @@ class LeanHTTP:
         """POST `payload` as JSON; connection trouble and timeouts come out as TransientLLMError."""
         data = wire_json.encode(payload)
         try:
-            async with self.session().post(url, data=data) as response:
+            async with self.session().post(url, data=data, allow_redirects=False) as response:
                 body = await response.read()
                 return LeanReply(response.status, response.headers, body)
         except TimeoutError:  # aiohttp's read/connect timeouts (ServerTimeoutError) included
@@ -79,6 +81,12 @@ class LeanHTTP:
     async def post_ok_json(self, url: str, payload: dict[str, Any], message_of: Any) -> Any:
         """POST and decode a 2xx JSON answer; an HTTP error status is classified with its Retry-After."""
         reply = await self.post(url, payload)
+        if 300 <= reply.status < 400:
+            target = reply.headers.get("Location")
+            where = f" to {redact(target, self.secrets)}" if target else ""
+            raise PermanentLLMError(
+                f"{self.backend}: HTTP {reply.status}: redirected{where}, not followed (set llm.base_url to the final address)"
+            )
         if reply.status >= 400:
             retry_after = parse_retry_after(reply.headers.get("Retry-After"))
             raise self._status_error(reply, message_of, retry_after)
