@@ -6,6 +6,7 @@ Parsing returns raw titles in rank order; `resolve_titles` maps them to item-col
 
 from __future__ import annotations
 
+import math
 import re
 
 from usersimcrs.core.dialogue import ItemRef
@@ -92,6 +93,18 @@ def items_from_text(text: str, items: ItemCollection | None, *, mentions: bool =
     return resolve_titles(titles, items)
 
 
+def _scalar_text(value: object) -> str | None:
+    """An ID or title as text: strings as they are, finite numbers written out; anything else (a list,
+    an object, a boolean, NaN) is not a title or an ID and gives None, never a Python repr."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)
+
+
 def ref_from_value(
     value: object, items: ItemCollection | None, *, id_field: str | None, title_field: str | None
 ) -> ItemRef | None:
@@ -104,10 +117,10 @@ def ref_from_value(
     if isinstance(value, dict):
         raw_id = first_value(value, id_field) if id_field else None
         raw_title = first_value(value, title_field) if title_field else None
-        item_id = None if raw_id is None else str(raw_id)
-        title = None if raw_title is None else str(raw_title)
-    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
-        text = str(value)
+        item_id = _scalar_text(raw_id)
+        title = _scalar_text(raw_title)
+    elif _scalar_text(value) is not None:
+        text = str(_scalar_text(value))
         if items is not None and text in items:
             item_id = text
         else:

@@ -83,6 +83,8 @@ class HTTPAnswer:
         """The body as JSON; a non-JSON body is a retryable 'non-JSON reply'."""
         try:
             return wire_json.decode(self.body)
+        except wire_json.TooDeep:
+            raise Retryable("JSON reply nested too deeply") from None
         except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
             raise Retryable("non-JSON reply") from None
 

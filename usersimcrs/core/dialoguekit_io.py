@@ -19,9 +19,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError, computed_field
+from pydantic import BaseModel, Field, ValidationError, computed_field
 
 from usersimcrs.core.dialogue import Annotation, Dialogue, DialogueAct, ItemRef, SlotValue, Utterance
+from usersimcrs.core.text_repair import merge_counts, repair_value
 from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import DataError
 
@@ -66,6 +67,9 @@ class DialogueKitRead(BaseModel):
     source: str
     dialogues: list[Dialogue]
     acts: ActCounts
+    repairs: dict[str, int] = Field(
+        default_factory=dict, description="hostile values repaired on reading (core/text_repair.py), by kind"
+    )
 
 
 def _slot_value(raw: Any, where: str) -> SlotValue:
@@ -232,13 +236,18 @@ def read_dialoguekit_report(path: str | Path) -> DialogueKitRead:
         raise DataError(f"{path}: cannot read ({exc.strerror})") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: not valid JSON ({exc})") from exc
+    except RecursionError:
+        raise DataError(f"{path}: JSON nested deeper than Python reads (a corrupt or hostile file)") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise DataError(f"{path}: unreadable JSON value ({exc})") from None
+    data, repairs = repair_value(data)  # lone surrogates, NaN, deep nesting: kept, repaired and counted
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a list of dialogues")
     counts = ActCounts()
     dialogues = [dialogue_from_dialoguekit(d, f"{path}[{i}]", counts) for i, d in enumerate(data)]
-    return DialogueKitRead(source=str(path), dialogues=dialogues, acts=counts)
+    return DialogueKitRead(source=str(path), dialogues=dialogues, acts=counts, repairs=merge_counts(repairs))
 
 
 def read_dialoguekit(path: str | Path) -> list[Dialogue]:

@@ -2,21 +2,29 @@
 
 A failure inside a conversation (CRS error, LLM error, timeout, bug in a plug-in) marks that
 conversation failed with its reason and keeps the turns so far; it never stops the run.
+
+Every utterance is repaired on its way into the dialogue (`core/text_repair.py`): a lone surrogate
+in a CRS's or a simulator's text becomes U+FFFD, a NaN score becomes null, a raw payload nested
+too deeply is cut; what was changed is counted in the utterance's ``metadata.repairs``. One bad
+character never fails a conversation and never stops its storage.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from crs_connectors.base import CRSConnector, CRSReply
 from usersimcrs.config import RunConfig
-from usersimcrs.core.dialogue import AGENT, Dialogue, Utterance
+from usersimcrs.core.dialogue import AGENT, Dialogue, ItemRef, Utterance
 from usersimcrs.core.profile import UserProfile
+from usersimcrs.core.text_repair import MAX_DEPTH, merge_counts, repair_text, repair_value
 from usersimcrs.engine.ids import conversation_id, conversation_seed
 from usersimcrs.engine.plugins import RunPlugins, plugins_from_config
 from usersimcrs.runtime.context import RunContext
@@ -110,6 +118,7 @@ class ConversationRunner:
             opening = await sim.start()
             timings["simulator_s"] += time.perf_counter() - t0
         if opening is not None:
+            opening = repair_utterance(opening)
             user_turns = 1
         await self._crs_turn(dialogue, crs, opening, timings)
         while True:
@@ -121,11 +130,11 @@ class ConversationRunner:
             timings["simulator_s"] += time.perf_counter() - t0
             if isinstance(out, Stop):
                 if out.utterance is not None:
-                    dialogue.add(out.utterance)
+                    dialogue.add(repair_utterance(out.utterance))
                 dialogue.end_reason = out.reason
                 return
             user_turns += 1
-            await self._crs_turn(dialogue, crs, out, timings)
+            await self._crs_turn(dialogue, crs, repair_utterance(out), timings)
 
     async def _crs_turn(self, dialogue: Dialogue, crs: CRSConnector, utt: Utterance | None, timings: dict) -> None:
         t0 = time.perf_counter()
@@ -141,14 +150,21 @@ class ConversationRunner:
         if self.context.items is not None:  # refs the connector already matched (ambiguous ones too) stay as they are
             items = [self.context.items.resolve(i) if i.id is None and i.resolution is None else i for i in items]
         metadata: dict[str, Any] = {"items_from_text": True} if reply.items_from_text else {}
-        metadata.update(bounded_raw(reply.raw))
+        # JSON-safe and bounded in depth (two levels left for the utterance's metadata) before it is measured
+        raw, repairs = repair_value(reply.raw, max_depth=MAX_DEPTH - 2)
+        metadata.update(bounded_raw(raw))
+        if repairs:
+            metadata["repairs"] = merge_counts(repairs)
+        text = reply.text if isinstance(reply.text, str) else str(reply.text)
         dialogue.add(
-            Utterance(
-                participant=AGENT,
-                text=reply.text,
-                items=items,
-                latency_s=round(time.perf_counter() - t0, 6),
-                metadata=metadata,
+            repair_utterance(
+                Utterance(
+                    participant=AGENT,
+                    text=text,
+                    items=items,
+                    latency_s=round(time.perf_counter() - t0, 6),
+                    metadata=metadata,
+                )
             )
         )
 
@@ -173,7 +189,64 @@ def bounded_raw(raw: Any, limit: int = RAW_LIMIT_BYTES) -> dict[str, Any]:
     return {"crs_raw": prefix, "crs_raw_truncated": True, "crs_raw_bytes": size}
 
 
+def repair_utterance(utterance: Utterance) -> Utterance:
+    """`utterance` with hostile values repaired in place (text, slot values, items, metadata), the counts
+    added to ``metadata.repairs``; an utterance with nothing to repair costs a few string checks."""
+    counts: Counter[str] = Counter()
+    utterance.text = _text(utterance.text, counts)
+    for act in utterance.dialogue_acts:
+        for slot in act.slot_values:
+            if slot.value is not None:
+                slot.value = _text(slot.value, counts)
+    utterance.items = [_item(item, counts) for item in utterance.items]
+    earlier = Counter(utterance.metadata.get("repairs") or {})  # e.g. the CRS's raw payload, repaired before
+    if utterance.metadata and not _plain(utterance.metadata):
+        utterance.metadata, _ = repair_value(utterance.metadata, counts)
+    if counts:
+        utterance.metadata["repairs"] = merge_counts(earlier, counts)
+    return utterance
+
+
+def _text(value: str, counts: Counter[str]) -> str:
+    text, n = repair_text(value)
+    if n:
+        counts["lone_surrogates"] += n
+    return text
+
+
+def _item(item: ItemRef, counts: Counter[str]) -> ItemRef:
+    changed: dict[str, Any] = {}
+    for name in ("id", "title", "raw"):
+        value = getattr(item, name)
+        if isinstance(value, str):
+            fixed = _text(value, counts)
+            if fixed is not value:
+                changed[name] = fixed
+    if item.score is not None and not math.isfinite(item.score):
+        counts["non_finite_numbers"] += 1
+        changed["score"] = None
+    return item.model_copy(update=changed) if changed else item
+
+
+def _plain(metadata: dict[str, Any]) -> bool:
+    """True when `metadata` holds only ASCII strings, finite numbers, booleans and None at its top level
+    (the common case: nothing to repair, no walk needed)."""
+    for key, value in metadata.items():
+        if not (isinstance(key, str) and key.isascii()):
+            return False
+        if isinstance(value, str):
+            if not value.isascii():
+                return False
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                return False
+        elif not (value is None or isinstance(value, (bool, int))):
+            return False
+    return True
+
+
 def _fail(dialogue: Dialogue, reason: str) -> None:
+    reason, _ = repair_text(reason)
     dialogue.status = "failed"
     dialogue.error = reason[:2000]
     dialogue.end_reason = dialogue.end_reason or "error"

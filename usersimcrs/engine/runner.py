@@ -245,7 +245,12 @@ async def _run_locked(
                 run_heap(),
             ):
                 async for dialogue in conversations:
-                    writer.write(profiles.detach(dialogue))
+                    record = profiles.detach(dialogue)
+                    try:
+                        writer.write(record)
+                    except ValueError as exc:  # PydanticSerializationError: not JSON-writable (nothing written)
+                        dialogue = unstorable(dialogue, exc)
+                        writer.write(profiles.detach(dialogue))
                     if dialogue.status == "ok":
                         summary.completed += 1
                     else:
@@ -299,6 +304,22 @@ def run(
 ) -> RunSummary:
     """Synchronous entry point around `run_async` (`kw`: keep_failed, context, source)."""
     return run_coroutine(run_async(config, output_dir, resume=resume, overwrite=overwrite, **kw), config.event_loop)
+
+
+def unstorable(dialogue: Dialogue, exc: Exception) -> Dialogue:
+    """A failed copy of a dialogue that could not be written as JSON (a plug-in's value that escaped the
+    engine's repairs), without per-utterance metadata, saying why: the run goes on and counts it."""
+    reason = " ".join(str(exc).split())[:300]
+    utterances = [u.model_copy(update={"metadata": {}}) for u in dialogue.utterances]
+    return dialogue.model_copy(
+        update={
+            "utterances": utterances,
+            "metadata": {},
+            "status": "failed",
+            "error": f"not storable as JSON: {reason}",
+            "end_reason": "error",
+        }
+    )
 
 
 def _usage(context: RunContext) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy
 from usersimcrs.core.secrets import Secrets
+from usersimcrs.core.text_repair import repair_text, repair_value
 from usersimcrs.core.usage import Usage
 from usersimcrs.errors import LLMError, UserError
 from usersimcrs.llm.base import LLM, LLMResult, Message
@@ -158,6 +159,7 @@ class ManagedLLM(LLM):
         finally:
             self.tracker.record(who, self.slot.model_key, state.counts)
         result.latency_s = time.perf_counter() - started
+        result = self._cleaned(result)
         if cache is not None and result.parse_error is None:
             cache.put(
                 key.value,
@@ -252,13 +254,14 @@ class ManagedLLM(LLM):
                 backend=self.backend,
                 parse_error=shorten(f"{state.parse_error} (after {policy.attempts} attempts)"),
             )
-        raise LLMError(shorten(f"{state.failure or self.backend + ': no answer'} (after {policy.attempts} attempts)"))
+        failure = f"{state.failure or self.backend + ': no answer'} (after {policy.attempts} attempts)"
+        raise LLMError(self._clean_reason(shorten(failure)))
 
     async def _one_call(
         self, messages: list[Message], temperature: float, max_tokens: int, seed: int | None, schema: dict | None
     ) -> LLMResult:
         """One raw backend call under the per-backend cap and the per-call timeout; reply and failure scrubbed."""
-        scrub = self.secrets.scrub
+        scrub = self._clean_reason
         async with self.slot.semaphore:
             try:
                 async with asyncio.timeout(self.config.timeout_s):  # no extra task per call, unlike wait_for
@@ -278,6 +281,23 @@ class ManagedLLM(LLM):
             except Exception as exc:  # noqa: BLE001 - an unexpected library failure is retried, then reported
                 raise TransientLLMError(f"{self.backend}: unexpected {type(exc).__name__}") from None
         if self.secrets:
-            result.text = scrub(result.text)
-            result.parsed = self.secrets.scrub_value(result.parsed)
+            result.text = self.secrets.scrub(result.text)
+        return result
+
+    def _clean_reason(self, reason: str) -> str:
+        """A failure reason as it may be recorded: secrets masked, lone surrogates replaced."""
+        return self.secrets.scrub(repair_text(reason)[0])
+
+    def _cleaned(self, result: LLMResult) -> LLMResult:
+        """The reply made storable (lone surrogates, NaN, deep nesting repaired and counted in the usage
+        summary) and scrubbed of secrets, before it is cached or handed to the caller."""
+        text, repairs = repair_value(result.text)
+        parsed, repairs = repair_value(result.parsed, repairs)
+        if repairs:
+            self.tracker.record_repairs(dict(repairs))
+            log.info("llm %s: repaired its reply before use (%s)", self.slot.model_key, dict(repairs))
+        result.text = self.secrets.scrub(text) if self.secrets else text
+        result.parsed = self.secrets.scrub_value(parsed)
+        if result.parse_error is not None:
+            result.parse_error = self._clean_reason(result.parse_error)
         return result

@@ -29,11 +29,14 @@ def parse_structured(text: str, schema: dict[str, Any]) -> Any:
     if not text or not text.strip():
         raise StructuredOutputError("empty completion")
     first_problem = None
-    for candidate in json_candidates(text):
-        problems = validate(candidate, schema)
-        if not problems:
-            return candidate
-        first_problem = first_problem or problems[0]
+    try:
+        for candidate in json_candidates(text):
+            problems = validate(candidate, schema)
+            if not problems:
+                return candidate
+            first_problem = first_problem or problems[0]
+    except RecursionError:  # hostile nesting: unparseable like any other bad answer (resampled), no traceback
+        raise StructuredOutputError("JSON in completion nested too deeply") from None
     if first_problem is None:
         raise StructuredOutputError("no JSON value in completion")
     raise StructuredOutputError(f"JSON does not match schema: {first_problem}")
@@ -62,9 +65,11 @@ def close_truncated(text: str, schema: dict[str, Any]) -> Any:
         raise StructuredOutputError("no JSON value in completion")
     try:
         value = loads(text[min(starts) :], Allow.STR | Allow.OBJ | Allow.ARR)
+        problems = validate(value, schema)
+    except RecursionError:
+        raise StructuredOutputError("cut-off JSON nested too deeply") from None
     except Exception as exc:  # noqa: BLE001 - the parser raises several types for text it cannot close
         raise StructuredOutputError(f"cut-off JSON could not be closed ({type(exc).__name__})") from None
-    problems = validate(value, schema)
     if problems:
         raise StructuredOutputError(f"cut-off JSON does not match schema: {problems[0]}")
     return value
@@ -93,6 +98,8 @@ def _scan(source: str) -> list[Any]:
         except json.JSONDecodeError:
             index = start + 1
             continue
+        except RecursionError:  # nested deeper than Python reads: every later start lies inside it
+            return values
         values.append(value)
         index = end
 

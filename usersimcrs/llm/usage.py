@@ -81,6 +81,7 @@ class UsageTracker:
         self._by_model: dict[str, Usage] = {}
         self._prefix = PrefixCounter()
         self._chars: dict[str, list[int]] = {}  # component -> [prompt_chars, prefix_reused_chars]
+        self._repairs: dict[str, int] = {}  # repairs of hostile reply values (lone surrogates, ...), by kind
 
     def record(self, component: str, model_key: str, counts: Usage) -> None:
         """Add the counts of one request to the three slices."""
@@ -100,6 +101,12 @@ class UsageTracker:
             chars[0] += total
             chars[1] += reused
 
+    def record_repairs(self, counts: dict[str, int]) -> None:
+        """Count what was repaired in a reply before it was used (see `core/text_repair.py`)."""
+        with self._lock:
+            for kind, n in counts.items():
+                self._repairs[kind] = self._repairs.get(kind, 0) + n
+
     def _slice(self, component: str, counts: Usage) -> dict[str, Any]:
         total, reused = self._chars.get(component, (0, 0))
         out = {**counts.model_dump(), "prompt_chars": total, "prefix_reused_chars": reused}
@@ -108,10 +115,14 @@ class UsageTracker:
 
     def summary(self) -> dict[str, Any]:
         """`{calls, cache_hits, prompt_tokens, completion_tokens, retries, errors, by_component, by_model}`;
-        each component also has `prompt_chars`, `prefix_reused_chars` and `prefix_reuse` (their ratio)."""
+        each component also has `prompt_chars`, `prefix_reused_chars` and `prefix_reuse` (their ratio).
+        `repaired` (only when a reply needed it) counts the hostile values repaired, by kind."""
         with self._lock:
-            return {
+            summary = {
                 **self._total.model_dump(),
                 "by_component": {k: self._slice(k, v) for k, v in sorted(self._by_component.items())},
                 "by_model": {k: v.model_dump() for k, v in sorted(self._by_model.items())},
             }
+            if self._repairs:
+                summary["repaired"] = dict(sorted(self._repairs.items()))
+            return summary

@@ -117,6 +117,11 @@ class ImportReport(BaseModel):
     dialogues_written: int = 0
     dialogues_failed: int = 0
     acts: ActCounts = Field(default_factory=ActCounts)
+    repairs: dict[str, int] = Field(
+        default_factory=dict,
+        description="hostile values repaired on reading, by kind (lone_surrogates -> U+FFFD, "
+        "non_finite_numbers -> null, too_deep -> cut)",
+    )
     duplicates: DuplicateReport
     judgments: JudgmentJoinReport | None = None
 
@@ -130,6 +135,8 @@ class ImportReport(BaseModel):
             ),
             f"{self.acts.dropped} of {self.acts.read} dialogue acts dropped (no intent)",
         ]
+        if self.repairs:
+            parts.append("repaired " + ", ".join(f"{n} {kind}" for kind, n in self.repairs.items()))
         if dup.repeated_ids:
             done = "renamed" if dup.mode == "rename" else "skipped"
             parts.append(
@@ -344,6 +351,7 @@ def import_run(
         dialogues_written=len(dialogues),
         dialogues_failed=sum(d.status == "failed" for d in dialogues),
         acts=read.acts,
+        repairs=read.repairs,
         duplicates=duplicates,
         judgments=join_report,
     )
