@@ -4,7 +4,9 @@ Each command writes into a small tmpfs (mounted here; needs root, skipped otherw
 while it runs. It must stop within seconds with exit 74 and one `error:` line naming the file;
 every line already in the folder must be whole and equal to the records of an undisturbed run;
 no 0-byte, `.tmp` or staged file and no lock file may stay. After the tmpfs is enlarged the same
-command (`run --resume`; the others simply again) must give exactly the undisturbed run's records.
+operation (`run --resume`; the others simply again) must give exactly the undisturbed run's records.
+The failing commands run as processes (their exit code and output are the point); the undisturbed
+references and the repeats after enlarging use the same operations through the Python API.
 
 The run is the LLM user (OpenAI protocol, local test server) against the generic JSON CRS over
 HTTP (local test server) with concurrency 16: the set-up under which `usersimcrs run` used to
@@ -24,8 +26,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from usersimcrs.config import load_run_config
 from usersimcrs.core.run_folder import RunFolder
+from usersimcrs.engine.runner import run
 from usersimcrs.metrics.config import MetricsConfig
+from usersimcrs.pipeline.export import export_run
+from usersimcrs.pipeline.imports import import_run
+from usersimcrs.pipeline.judge import JudgeRequest, judge
 from usersimcrs.pipeline.score import score
 from usersimcrs.testing.crs_servers import GenericJSONApp, LocalCRSServer
 from usersimcrs.testing.llm_server import LLMServer
@@ -185,8 +192,7 @@ def reference(tmp_path_factory, servers):
     llm, crs = servers
     base = tmp_path_factory.mktemp("reference")
     config = _config(base / "run.yaml", llm.openai_url, crs.url)
-    code, out, err, _ = _cli("run", str(config), "--output", str(base / "run"))
-    assert code == 0, err
+    run(load_run_config(config), base / "run")
     return config, base / "run"
 
 
@@ -208,8 +214,7 @@ def test_run_on_a_full_disk_stops_at_once_keeps_whole_lines_and_resumes_exactly(
     assert _leftovers(run_dir) == []
 
     tmpfs.resize(16 * 1024 * 1024)
-    code, out, err, _ = _cli("run", str(config), "--output", str(run_dir), "--resume")
-    assert code == 0, err
+    run(load_run_config(config), run_dir, resume=True)
     resumed = _records(folder.dialogues_path)
     assert {cid: _comparable(r) for cid, r in resumed.items()} == expected
     assert folder.read_manifest()["dialogues"]["completed"] + folder.read_manifest()["dialogues"]["failed"] == (
@@ -234,7 +239,7 @@ def test_metrics_on_a_full_disk_leave_no_partial_table_and_succeed_after(tmpfs, 
     assert _leftovers(run_dir) == []
 
     tmpfs.resize(16 * 1024 * 1024)
-    assert _cli("metrics", str(run_dir), "--no-satisfaction")[0] in (0, 1)  # 1: the validity gate, not an error
+    score(run_dir, MetricsConfig(options={"satisfaction": False}))
     for path in RunFolder(expected_dir).metrics_paths:
         assert (run_dir / path.name).read_bytes() == path.read_bytes()
     assert _leftovers(run_dir) == []
@@ -244,9 +249,9 @@ def test_judge_on_a_full_disk_keeps_whole_judgments_and_completes_after(tmpfs, r
     _, undisturbed = reference
     expected_dir = undisturbed.parent / "judge_reference"
     shutil.copytree(undisturbed, expected_dir, dirs_exist_ok=True)
-    judge = ("--judge", "quality", "--criteria", "recommendation_relevance", "--concurrency", "16")
-    code, _, err, _ = _cli("judge", str(expected_dir), *judge)
-    assert code == 0, err
+    options = ("--judge", "quality", "--criteria", "recommendation_relevance", "--concurrency", "16")
+    request = JudgeRequest(judge="quality", criteria=["recommendation_relevance"], concurrency=16)
+    judge(expected_dir, request)
     expected = _judgments(RunFolder(expected_dir).judgments_path)
     assert len(expected) >= CONVERSATIONS // 2
 
@@ -254,7 +259,7 @@ def test_judge_on_a_full_disk_keeps_whole_judgments_and_completes_after(tmpfs, r
     shutil.copytree(undisturbed, run_dir)
     manifest = RunFolder(run_dir).manifest_path.read_bytes()
     tmpfs.leave_room(24 * 1024)
-    code, out, err, _ = _cli("judge", str(run_dir), *judge, timeout=60)
+    code, out, err, _ = _cli("judge", str(run_dir), *options, timeout=60)
     assert code == STORAGE_EXIT, (out, err)
     _one_error_line(err, str(run_dir))
     partial = _judgments(RunFolder(run_dir).judgments_path)
@@ -264,8 +269,7 @@ def test_judge_on_a_full_disk_keeps_whole_judgments_and_completes_after(tmpfs, r
     assert _leftovers(run_dir) == []
 
     tmpfs.resize(16 * 1024 * 1024)
-    code, _, err, _ = _cli("judge", str(run_dir), *judge)
-    assert code == 0, err
+    judge(run_dir, request)
     assert _judgments(RunFolder(run_dir).judgments_path) == expected
     assert _leftovers(run_dir) == []
 
@@ -273,9 +277,9 @@ def test_judge_on_a_full_disk_keeps_whole_judgments_and_completes_after(tmpfs, r
 def test_import_on_a_full_disk_leaves_nothing_and_succeeds_after(tmpfs, reference):
     _, undisturbed = reference
     export = undisturbed.parent / "export.json"
-    assert _cli("export", str(undisturbed), "--output", str(export))[0] == 0
+    export_run(undisturbed, export)
     expected_dir = undisturbed.parent / "import_reference"
-    assert _cli("import", str(export), "--output", str(expected_dir), "--overwrite")[0] == 0
+    import_run(export, expected_dir, overwrite=True)
     expected = {cid: _comparable(r) for cid, r in _records(RunFolder(expected_dir).dialogues_path).items()}
 
     tmpfs.leave_room(128 * 1024)  # less than the import needs
@@ -286,7 +290,6 @@ def test_import_on_a_full_disk_leaves_nothing_and_succeeds_after(tmpfs, referenc
     assert not run_dir.exists() or _leftovers(run_dir) == [] and not any(run_dir.iterdir())
 
     tmpfs.resize(16 * 1024 * 1024)
-    code, _, err, _ = _cli("import", str(export), "--output", str(run_dir))
-    assert code == 0, err
+    import_run(export, run_dir)
     assert {cid: _comparable(r) for cid, r in _records(RunFolder(run_dir).dialogues_path).items()} == expected
     assert _leftovers(run_dir) == []

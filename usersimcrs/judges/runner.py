@@ -153,7 +153,7 @@ async def judge_run(
     judge: Judge,
     todo: list[tuple[Dialogue, dict[str, Judgment]]],
     context: RunContext,
-    folder: RunFolder,
+    folder: RunFolder | Path,
     summary: JudgeRunSummary,
     *,
     concurrency: int = 4,
@@ -162,7 +162,8 @@ async def judge_run(
     """Judge `todo` with at most `concurrency` conversations in flight, appending as each finishes.
 
     The first exception (a permanent LLM failure, a configuration error) cancels every conversation
-    still in flight and is raised as is; what was written before stays.
+    still in flight and is raised as is; what was written before stays. `folder` is the run folder
+    (its judgments file), or a path of a JSONL file of judgments outside any run folder (benchmarks).
     """
     gate = asyncio.Semaphore(max(1, concurrency))
     writers: list[JsonlWriter] = []  # opened at the first judgment: an aborted run leaves no empty file
@@ -172,7 +173,7 @@ async def judge_run(
             judgments = await judge.score(dialogue, context, existing)
         for judgment in judgments:
             if not writers:
-                writers.append(folder.judgment_writer())
+                writers.append(folder.judgment_writer() if isinstance(folder, RunFolder) else JsonlWriter(folder))
             writers[0].write(judgment)
             summary.add(judgment)
         summary.judged += 1
