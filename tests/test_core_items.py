@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from usersimcrs.core import ItemCollection, ItemRef, Ratings, normalize_title
-from usersimcrs.core.items import display_title
+from usersimcrs.core.items import Item, display_title
 from usersimcrs.errors import DataError
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "data" / "tiny_movies.csv"
@@ -90,3 +92,70 @@ def test_parsed_titles_keep_their_ambiguity_and_json_stays_compact():
     assert refs[0].candidates == ["a68", "a01"]
     assert "candidates" not in ItemRef(id="x").model_dump() and "resolution" not in ItemRef(id="x").model_dump_json()
     assert ItemRef.model_validate_json(refs[0].model_dump_json()) == refs[0]
+
+
+def test_a_repeated_title_lookup_does_not_rescore_the_catalogue():
+    """Issue #22: misses and hits are remembered per collection; only the first miss is scored."""
+    items = ItemCollection.from_csv(TINY, delimiters={"genres": "|", "keywords": "|"})
+    stats = items.title_stats
+    first = items.resolve(ItemRef(title="The Matrx (1999)", raw="The Matrx (1999)"))
+    assert first.id == "12" and first.resolution == "fuzzy"
+    assert stats.fuzzy_searches == 1 and 0 < stats.titles_scored < len(items)  # a prefiltered few, not all 40
+    scored = stats.titles_scored
+    again = items.resolve(ItemRef(title="The Matrx (1999)", raw="The Matrx (1999)"))
+    assert again == first and stats.fuzzy_searches == 1 and stats.titles_scored == scored and stats.remembered == 1
+    for _ in range(3):  # a miss is remembered too
+        assert items.resolve(ItemRef(title="Completely Unknown Film")).resolution == "unresolved"
+    assert stats.fuzzy_searches == 2 and stats.remembered == 3
+    assert items.resolve(ItemRef(title="Heat (1995)")).resolution == "exact" and stats.fuzzy_searches == 2
+
+
+def test_remembered_matches_keep_the_ambiguity_semantics():
+    items = _apes()
+    for _ in range(2):  # the second round comes from the memo and must read the same
+        assert items.resolve(ItemRef(title="Planet of the Apes")).resolution == "ambiguous"
+        assert items.resolve(ItemRef(title="Plannet of the Apes")).resolution == "ambiguous"
+        assert items.resolve(ItemRef(title="The Matrx")).id == "m99"
+    assert items.title_stats.remembered == 3
+    items.add(Item(id="a14", title="Planet of the Apes (2014)", year=2014))  # a change forgets what was remembered
+    assert sorted(items.resolve(ItemRef(title="Planet of the Apes")).candidates) == ["a01", "a14", "a68"]
+
+
+def _full_scan(items: ItemCollection, key: str, cutoff: float) -> list:
+    from rapidfuzz import fuzz, process
+
+    return process.extract(key, list(items._by_title), scorer=fuzz.ratio, limit=5, score_cutoff=cutoff)
+
+
+def test_the_fuzzy_prefilter_finds_what_a_full_scan_finds(shared_data):
+    """The length and bigram bounds drop only titles that cannot reach the cutoff: same matches, same order."""
+    import random
+
+    from usersimcrs.testing.crs_servers import TitleStyle, load_catalog
+
+    path = shared_data / "items/movielens-25m-sample/movies_w_keywords.csv"
+    items = ItemCollection.from_csv(path, delimiters={"genres": "|", "keywords": "|"})
+    rng = random.Random(7)
+    queries = ["", "a", "ab", "the", "x" * 60]
+    for movie in rng.sample(load_catalog(path), 150):
+        queries += [normalize_title(TitleStyle(1.0, 0.0, 1).write(movie)[0])]  # spelling variants
+        queries += [normalize_title(TitleStyle(0.0, 1.0, 2).write(movie)[0])]  # titles the catalogue lacks
+        key = normalize_title(movie.title)
+        cut = rng.randrange(len(key))
+        queries += [key[:cut] + rng.choice("aeiouxz ") + key[cut + 1 :], key[:cut] + key[cut + 1 :]]
+    for cutoff in (90.0, 80.0):
+        for key in queries:
+            assert items._fuzzy_matches(key, cutoff) == _full_scan(items, key, cutoff), (key, cutoff)
+    assert items.title_stats.titles_scored < items.title_stats.fuzzy_searches * len(items) / 5
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.text("abcde xyz", min_size=1, max_size=14), min_size=1, max_size=40),
+    st.text("abcde xyz", max_size=16),
+    st.sampled_from([90.0, 85.0, 70.0]),
+)
+def test_the_fuzzy_prefilter_is_lossless_on_any_catalogue(titles, query, cutoff):
+    items = ItemCollection(Item(id=str(i), title=title) for i, title in enumerate(titles))
+    key = normalize_title(query)
+    assert items._fuzzy_matches(key, cutoff) == _full_scan(items, key, cutoff)

@@ -111,9 +111,11 @@ def test_real_movielens_sample(shared_data):
         assert not profile.seen_ids() & {t.id for t in profile.need.targets}
 
 
-def test_prepared_user_basis_gives_the_same_profiles_and_fresh_objects():
-    """Per-user work is done once per run; every conversation still gets its own, identical-to-before objects."""
+def test_two_conversations_of_one_user_share_one_read_only_history():
+    """Issue #22: the user's profile is built once per run; its conversations share it, read-only."""
     import random as _random
+
+    import pytest
 
     from benchmarks.setups import llm_user_config
     from usersimcrs.engine.runner import load_items, load_ratings
@@ -124,12 +126,38 @@ def test_prepared_user_basis_gives_the_same_profiles_and_fresh_objects():
     users = len(ratings.users())
     source = GeneratedProfiles(config.profiles, items, ratings)
     first = source.profile(0, _random.Random(5))
-    again = source.profile(users, _random.Random(5))  # the same user, prepared already
+    again = source.profile(users, _random.Random(5))  # conversation `users` plays the same user
+    other_draw = source.profile(2 * users, _random.Random(99))
     fresh = GeneratedProfiles(config.profiles, items, ratings).profile(0, _random.Random(5))
+    assert first.user_id == again.user_id == other_draw.user_id and first.seen_items
+    assert first.seen_items is again.seen_items is other_draw.seen_items  # one history object, not copies
+    assert first.preferences is again.preferences is other_draw.preferences
+    assert first.need is not again.need and first.metadata is not again.metadata  # each conversation's own
     assert first.model_dump_json() == again.model_dump_json() == fresh.model_dump_json()
-    assert first.preferences is not again.preferences and first.preferences.items is not again.preferences.items
-    assert first.seen_items and first.seen_items[0] is not again.seen_items[0]
-    assert first.seen_items[0].item is not again.seen_items[0].item
-    first.preferences.items.clear()
-    first.seen_items[0].item.candidates.append("x")
+    with pytest.raises(TypeError, match="read-only"):
+        first.seen_items.append(first.seen_items[0])
+    with pytest.raises(TypeError, match="read-only"):
+        first.preferences.items["x"] = 1.0
+    with pytest.raises(TypeError, match="read-only"):
+        next(iter(first.preferences.slots.values()))["x"] = 1.0
+    copied = first.model_copy(deep=True)  # a deep copy is the caller's own, changeable
+    copied.seen_items.append(copied.seen_items[0])
+    copied.preferences.items["x"] = 1.0
     assert source.profile(0, _random.Random(5)).model_dump_json() == fresh.model_dump_json()
+
+
+def test_a_file_profile_is_shared_read_only_across_its_conversations(tmp_path):
+    import pytest
+
+    from usersimcrs.core.profile import UserProfile
+
+    profile = UserProfile.model_validate(
+        {"user_id": "u1", "seen_items": [{"item": {"id": "1", "title": "Heat (1995)"}, "rating": 4.0}]}
+    )
+    path = tmp_path / "profiles.jsonl"
+    path.write_text(profile.model_dump_json() + "\n", encoding="utf-8")
+    source = build_profile_source(ProfilesConfig(source="file", path=str(path)), RunContext())
+    a, b = source.profile(0, random.Random(1)), source.profile(1, random.Random(2))
+    assert a.seen_items is b.seen_items and a.need is not b.need and a == b == profile
+    with pytest.raises(TypeError, match="read-only"):
+        a.seen_items.clear()

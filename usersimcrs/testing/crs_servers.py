@@ -29,17 +29,22 @@ from __future__ import annotations
 
 import argparse
 import base64
+import csv
 import hashlib
 import hmac
+import itertools
 import json
 import random
+import re
 import socket
 import struct
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
 
 FAULT_KINDS = ("http_500", "hang", "non_json", "empty_text", "oversize", "reset")
 
@@ -201,19 +206,29 @@ class FaultInjector:
 # --------------------------------------------------------------------------- the tiny recommender
 
 
-def genres_in(text: str, catalog: tuple[Movie, ...]) -> list[str]:
-    """Catalog genres named in the text (plural and 'sci-fi'/'science fiction' forms accepted)."""
-    lowered = text.lower()
+def catalog_genres(catalog: tuple[Movie, ...]) -> list[str]:
+    """The catalog's genres, sorted."""
+    return sorted({g for m in catalog for g in m.genres})
+
+
+def genres_named(text: str, genres: list[str]) -> list[str]:
+    """Which of `genres` the text names (plural and 'sci-fi'/'science fiction' forms accepted)."""
+    lowered = f" {text.lower()} ".replace(",", " ").replace(".", " ").replace("?", " ")
     found = []
-    for genre in sorted({g for m in catalog for g in m.genres}):
+    for genre in genres:
         forms = {genre.lower(), genre.lower() + "s", genre.lower().replace("-", " ")}
         if genre == "Sci-Fi":
             forms |= {"science fiction", "scifi"}
         if genre == "Comedy":
             forms.add("comedies")
-        if any(f" {form} " in f" {lowered} ".replace(",", " ").replace(".", " ").replace("?", " ") for form in forms):
+        if any(f" {form} " in lowered for form in forms):
             found.append(genre)
     return found
+
+
+def genres_in(text: str, catalog: tuple[Movie, ...]) -> list[str]:
+    """Catalog genres named in the text (plural and 'sci-fi'/'science fiction' forms accepted)."""
+    return genres_named(text, catalog_genres(catalog))
 
 
 def pick_movies(catalog: tuple[Movie, ...], genres: list[str], exclude: set[str], k: int) -> list[Movie]:
@@ -224,9 +239,131 @@ def pick_movies(catalog: tuple[Movie, ...], genres: list[str], exclude: set[str]
     return sorted(chosen, key=lambda m: -m.rating)[:k]
 
 
+class CatalogIndex:
+    """`pick_movies` without a scan of the whole catalog per request, so a 13,816-movie catalog
+    costs the server microseconds per reply (its CPU shares the machine with the client under test)."""
+
+    def __init__(self, catalog: tuple[Movie, ...]) -> None:
+        self.ranked = sorted(catalog, key=lambda m: -m.rating)  # stable: ties keep catalog order
+        self.by_genre: dict[str, list[Movie]] = {}
+        for movie in self.ranked:
+            for genre in movie.genres:
+                self.by_genre.setdefault(genre, []).append(movie)
+        self.genres = sorted(self.by_genre)
+
+    def pick(self, genres: list[str], exclude: set[str], k: int, start: float = 0.0) -> list[Movie]:
+        """The movies `pick_movies` gives (start=0); `start` in [0, 1) begins that far down the ranking
+        and wraps around, so conversations about one genre do not all get its top movies."""
+        wanted = set(genres)
+        pool = min((self.by_genre.get(g, []) for g in wanted), key=len) if wanted else self.ranked
+        every = _first_k(_rotated(pool, start), lambda m: m.id not in exclude and wanted <= set(m.genres), k)
+        if every:
+            return every
+        return _first_k(_rotated(self.ranked, start), lambda m: m.id not in exclude and bool(wanted & set(m.genres)), k)
+
+
+def _rotated(movies: list[Movie], start: float) -> Iterator[Movie]:
+    offset = int(len(movies) * min(max(start, 0.0), 0.999999))
+    return itertools.chain(movies[offset:], movies[:offset])
+
+
+def _first_k(movies: Iterable[Movie], keep: Callable[[Movie], bool], k: int) -> list[Movie]:
+    return list(itertools.islice((m for m in movies if keep(m)), k))
+
+
 def wants_more(text: str) -> bool:
     lowered = text.lower()
     return any(w in lowered for w in ("else", "another", "more", "seen", "no", "different", "other"))
+
+
+def load_catalog(path: str | Path) -> tuple[Movie, ...]:
+    """Movies of a MovieLens-format CSV (`movieId,title,genres`, genres `|`-separated), e.g. the
+    13,816-movie sample: the catalog of a test CRS that recommends from a real collection. The file
+    has no ratings or running times, so both are drawn from the movie's ID (stable across runs)."""
+    movies = []
+    with Path(path).open(newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            genres = tuple(g for g in (row.get("genres") or "").split("|") if g and g != "(no genres listed)")
+            draw = int(hashlib.sha256(f"movie:{row['movieId']}".encode()).hexdigest()[:8], 16)
+            movies.append(Movie(row["movieId"], row["title"], genres, round(5.0 + (draw % 45) / 10, 1), 80 + draw % 90))
+    return tuple(movies)
+
+
+_AKA = re.compile(r"\s*\(a\.k\.a\. ([^)]*)\)", re.I)
+_ALTERNATE = re.compile(r"\s*\([^)]*\)")  # a foreign or alternate title in parentheses before the year
+_SEQUEL_MARKS = ("II", "III", "Part 2", "Returns", "Reloaded", "The Next Chapter")
+
+
+def _unaccented(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+def spelling_variants(movie: Movie) -> list[str]:
+    """Other ways a CRS writes this movie's title, as real ones do ("Se7en (1995)" for MovieLens's
+    "Seven (a.k.a. Se7en) (1995)", "Amelie (2001)" for "Amélie (Fabuleux destin d'Amélie Poulain, Le)
+    (2001)"): the a.k.a. name, without the alternate title, without accents, "and" for "&", without
+    the year, with two letters swapped."""
+    from usersimcrs.core.items import split_year
+
+    name, year = split_year(movie.display())
+    dated = (lambda text: f"{text} ({year})") if year else (lambda text: text)
+    out: list[str] = []
+    aka = _AKA.search(name)
+    if aka:
+        out.append(dated(aka.group(1).strip()))
+    bare = _ALTERNATE.sub("", name).strip()
+    if bare and bare != name:
+        out.append(dated(_unaccented(bare)))
+    if _unaccented(name) != name:
+        out.append(dated(_unaccented(name)))
+    if "&" in name:
+        out.append(dated(name.replace("&", "and")))
+    if year:
+        out.append(name)
+    words = name.split()
+    longest = max(range(len(words)), key=lambda i: len(words[i])) if words else -1
+    if longest >= 0 and len(words[longest]) >= 6 and words[longest].isalpha():
+        word = words[longest]
+        words[longest] = word[:2] + word[3] + word[2] + word[4:]
+        out.append(dated(" ".join(words)))
+    return [v for v in dict.fromkeys(out) if v and v != movie.display()]
+
+
+@dataclass(frozen=True)
+class TitleStyle:
+    """How a test CRS writes the titles it recommends. Real CRS servers name a share of their movies
+    in spellings the user's collection lacks, and movies it does not hold at all (against CRS Arena's
+    iEvaLM server, 46% of the titles recommended were not in the MovieLens collection): a seeded
+    `variant_share` of the movies is written in a spelling variant, a `missing_share` as a movie the
+    catalog lacks (a sequel of it), the rest as the catalog's display title. Each movie is always
+    written the same way."""
+
+    variant_share: float = 0.0
+    missing_share: float = 0.0
+    seed: int = 0
+
+    def write(self, movie: Movie) -> tuple[str, str]:
+        """The title as sent and how it was made: 'catalog', 'variant' or 'missing'."""
+        if not self.variant_share and not self.missing_share:
+            return movie.display(), "catalog"
+        draw = int(hashlib.sha256(f"{self.seed}:{movie.id}".encode()).hexdigest()[:12], 16)
+        roll = (draw % 10_000) / 10_000
+        if roll < self.missing_share:
+            from usersimcrs.core.items import split_year
+
+            name, year = split_year(movie.display())
+            mark = _SEQUEL_MARKS[draw % len(_SEQUEL_MARKS)]
+            return (f"{name} {mark} ({year + 2 + draw % 7})" if year else f"{name} {mark}"), "missing"
+        if roll < self.missing_share + self.variant_share:
+            variants = spelling_variants(movie)
+            if variants:
+                return variants[(draw >> 16) % len(variants)], "variant"
+        return movie.display(), "catalog"
+
+
+def _unit(*parts: object) -> float:
+    """A stable draw in [0, 1) from the parts."""
+    return int(hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()[:12], 16) / 16**12
 
 
 # --------------------------------------------------------------------------- protocol apps
@@ -243,21 +380,41 @@ class ProtocolApp:
         self.catalog = catalog
         self.k = k
         self.lock = threading.Lock()
+        self.index = CatalogIndex(catalog)
+        self.genres = self.index.genres
+
+    def pick(self, genres: list[str], exclude: set[str], start: float = 0.0) -> list[Movie]:
+        """Up to k unseen movies of the genres (see `CatalogIndex.pick`)."""
+        return self.index.pick(genres, exclude, self.k, start)
 
     def handle(self, request: Request, fault: str | None, log: Exchange) -> Answer:  # pragma: no cover
         raise NotImplementedError
 
 
 class IEvaLMApp(ProtocolApp):
-    """The iEvaLM model server as CRS Arena runs it: state in a signed session cookie."""
+    """The iEvaLM model server as CRS Arena runs it: state in a signed session cookie.
+
+    By default it recommends once the user names a genre. `every_turn` makes it recommend on every
+    turn after the first, as the iEvaLM models mostly do (a genre the user never named is drawn from
+    the message; each conversation starts at its own depth of the genre's ranking); `titles` sets
+    how it spells the titles (spelling variants, movies the user's collection lacks).
+    """
 
     name = "ievalm"
 
     def __init__(
-        self, catalog: tuple[Movie, ...] = DEFAULT_CATALOG, k: int = 3, secret: bytes = b"test-secret"
+        self,
+        catalog: tuple[Movie, ...] = DEFAULT_CATALOG,
+        k: int = 3,
+        secret: bytes = b"test-secret",
+        *,
+        every_turn: bool = False,
+        titles: TitleStyle | None = None,
     ) -> None:
         super().__init__(catalog, k)
         self.secret = secret
+        self.every_turn = every_turn
+        self.titles = titles or TitleStyle()
 
     def sign(self, state: dict[str, Any]) -> str:
         data = base64.urlsafe_b64encode(json.dumps(state, sort_keys=True).encode()).decode().rstrip("=")
@@ -293,23 +450,31 @@ class IEvaLMApp(ProtocolApp):
         shown = list(state.get("shown", []))
         genres = list(state.get("genres", []))
         message = str(body["message"])
-        named = genres_in(message, self.catalog)
+        named = genres_named(message, self.genres)
         if named:
             genres = named
+        start = float(state.get("start", 0.0))
+        if self.every_turn and turns > 0 and not genres and self.genres:
+            genres = [self.genres[int(_unit("genre", message, turns) * len(self.genres))]]
+            start = _unit("start", message, turns) ** 3  # most conversations near the top, a long tail
         log.info.update(
             session_turns=turns, context_len=len(body["context"]), had_cookie=had_cookie, genres=list(genres)
         )
-        if genres and (named or wants_more(message)):
-            movies = pick_movies(self.catalog, genres, set(shown), self.k)
+        if genres and (named or wants_more(message) or self.every_turn):
+            movies = self.pick(genres, set(shown), start)
             shown.extend(m.id for m in movies)
-            lines = "".join(f"{i}: {m.display()}  \n" for i, m in enumerate(movies, start=1))
+            written = [self.titles.write(m) for m in movies]
+            lines = "".join(f"{i}: {title}  \n" for i, (title, _) in enumerate(written, start=1))
             text = f"I would recommend the following items:  \n{lines}" if movies else "I have nothing else to suggest."
-            log.items = [m.display() for m in movies]
+            log.items = [title for title, _ in written]
+            log.info["title_kinds"] = [kind for _, kind in written]
         else:
             text = "Hello! What kind of movies do you like?"
         if fault == "empty_text":
             text = ""
-        cookie = self.sign({"turns": turns + 1, "shown": shown, "genres": genres})
+        cookie = self.sign(
+            {"turns": turns + 1, "shown": shown, "genres": genres, **({"start": start} if start else {})}
+        )
         return Answer.of_json({"response": text}, headers={"Set-Cookie": f"session={cookie}; HttpOnly; Path=/"})
 
 
@@ -348,11 +513,11 @@ class MovieBotApp(ProtocolApp):
             if text.lower() == "/start":
                 message = {"intent": "WELCOME", "text": self.WELCOME}
             else:
-                named = genres_in(text, self.catalog)
+                named = genres_named(text, self.genres)
                 if named:
                     session["genres"] = named
                 if session["genres"] and (named or wants_more(text)):
-                    movies = pick_movies(self.catalog, session["genres"], set(session["shown"]), self.k)
+                    movies = self.pick(session["genres"], set(session["shown"]))
                     session["shown"].extend(m.id for m in movies)
                     log.items = [m.bare_title() for m in movies]
                     if movies:
@@ -410,12 +575,12 @@ class RasaApp(ProtocolApp):
             tracker = self.trackers.setdefault(sender, {"shown": [], "genres": [], "turns": 0})
             tracker["turns"] += 1
             log.info.update(sender=sender, session_turns=tracker["turns"])
-            named = genres_in(text, self.catalog)
+            named = genres_named(text, self.genres)
             if named:
                 tracker["genres"] = named
             messages: list[dict[str, Any]]
             if tracker["genres"] and (named or wants_more(text)):
-                movies = pick_movies(self.catalog, tracker["genres"], set(tracker["shown"]), self.k)
+                movies = self.pick(tracker["genres"], set(tracker["shown"]))
                 tracker["shown"].extend(m.id for m in movies)
                 log.items = [m.id for m in movies] if self.custom_items else [m.display() for m in movies]
                 if self.custom_items:
@@ -472,8 +637,8 @@ class GenericJSONApp(ProtocolApp):
             said = " ".join(
                 [str(h.get("text", "")) for h in history if isinstance(h, dict) and h.get("role") == "user"] + [text]
             )
-            genres = genres_in(said, self.catalog)
-            movies = pick_movies(self.catalog, genres, set(shown), self.k) if genres else []
+            genres = genres_named(said, self.genres)
+            movies = self.pick(genres, set(shown)) if genres else []
             shown.extend(m.id for m in movies)
         log.items = [m.id for m in movies]
         reply_text = f"You might like {movies[0].display()}." if movies else "Tell me a genre you like."
@@ -519,6 +684,13 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
+class _ClosingHandler(_Handler):
+    """HTTP/1.0: the connection is closed after every reply, as Werkzeug's development server does
+    unless told otherwise (the iEvaLM server of CRS Arena answered `HTTP/1.0`, a new connection per turn)."""
+
+    protocol_version = "HTTP/1.0"
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -535,14 +707,20 @@ class LocalCRSServer:
     """A protocol app served on 127.0.0.1 (ephemeral port by default), in a background thread."""
 
     def __init__(
-        self, app: ProtocolApp, faults: FaultPlan | None = None, host: str = "127.0.0.1", port: int = 0
+        self,
+        app: ProtocolApp,
+        faults: FaultPlan | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        close_after_reply: bool = False,
     ) -> None:
         self.app = app
         self.faults = FaultInjector(faults)
         self.log: list[Exchange] = []
         self._log_lock = threading.Lock()
         self._stop = threading.Event()
-        self._httpd = _HTTPServer((host, port), _Handler)
+        self._httpd = _HTTPServer((host, port), _ClosingHandler if close_after_reply else _Handler)
         self._httpd.owner = self
         self._thread: threading.Thread | None = None
 
@@ -659,9 +837,14 @@ class LocalCRSServer:
         handler.close_connection = True
 
 
-def serve(protocol: str, *, faults: FaultPlan | None = None, port: int = 0, **options: Any) -> LocalCRSServer:
-    """Start a server for `protocol` (ievalm, moviebot, rasa, generic); stop it with `.stop()`."""
-    return LocalCRSServer(APPS[protocol](**options), faults, port=port).start()
+def serve(
+    protocol: str, *, faults: FaultPlan | None = None, port: int = 0, close_after_reply: bool = False, **options: Any
+) -> LocalCRSServer:
+    """Start a server for `protocol` (ievalm, moviebot, rasa, generic); stop it with `.stop()`.
+
+    `close_after_reply`: speak HTTP/1.0 and close each connection after its reply (no keep-alive).
+    """
+    return LocalCRSServer(APPS[protocol](**options), faults, port=port, close_after_reply=close_after_reply).start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -672,9 +855,24 @@ def main(argv: list[str] | None = None) -> int:
         "--fault", action="append", default=[], metavar="KIND=SHARE", help=f"kinds: {', '.join(FAULT_KINDS)}"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--catalog", help="MovieLens-format CSV (movieId,title,genres) to recommend from")
+    parser.add_argument("--http10", action="store_true", help="HTTP/1.0: close the connection after each reply")
+    parser.add_argument("--every-turn", action="store_true", help="ievalm: recommend on every turn after the first")
+    parser.add_argument("--variant-share", type=float, default=0.0, help="ievalm: share of titles spelled otherwise")
+    parser.add_argument("--missing-share", type=float, default=0.0, help="ievalm: share of titles not in the catalog")
     args = parser.parse_args(argv)
     rates = {kind: float(share) for kind, _, share in (f.partition("=") for f in args.fault)}
-    server = serve(args.protocol, faults=FaultPlan(rates=rates, seed=args.seed), port=args.port)
+    options: dict[str, Any] = {"catalog": load_catalog(args.catalog)} if args.catalog else {}
+    if args.protocol == "ievalm":
+        titles = TitleStyle(variant_share=args.variant_share, missing_share=args.missing_share, seed=args.seed)
+        options.update(every_turn=args.every_turn, titles=titles)
+    server = serve(
+        args.protocol,
+        faults=FaultPlan(rates=rates, seed=args.seed),
+        port=args.port,
+        close_after_reply=args.http10,
+        **options,
+    )
     print(f"{args.protocol} CRS listening on {server.url}", flush=True)
     try:
         while True:

@@ -36,6 +36,8 @@ from typing import Any, Callable, Iterable, Sequence
 FAULTS = ("500", "429", "hang", "malformed", "empty", "reset")
 OPENAI_CHAT = "/v1/chat/completions"
 OLLAMA_CHAT = "/api/chat"
+COUNTERS_PATH = "/_usersimcrs/counters"  # GET: the counters (benchmarks read them from another process)
+RESET_PATH = "/_usersimcrs/reset"  # POST: forget the log and counters
 
 ReplySource = Sequence[str] | Callable[[dict[str, Any]], "str | None"]
 
@@ -284,7 +286,15 @@ class LLMServer:
         """Forget logged requests and counters."""
         with self._lock:
             self._log = []
-            self._counters = {"requests": 0, "chat": 0, "answered": 0, "faults": {}, "by_model": {}, "max_in_flight": 0}
+            self._counters = {
+                "requests": 0,
+                "chat": 0,
+                "answered": 0,
+                "faults": {},
+                "by_model": {},
+                "max_in_flight": 0,
+                "first_chat_unix": None,  # wall clock (time.time()) of the first chat request since the reset
+            }
 
     # -- decisions made per request (called from handler threads) ---------------------------
     def _begin(self, entry: LoggedRequest) -> None:
@@ -292,6 +302,8 @@ class LLMServer:
             self._log.append(entry)
             self._counters["requests"] += 1
             if entry.path in (OPENAI_CHAT, OLLAMA_CHAT):
+                if not self._counters["chat"]:
+                    self._counters["first_chat_unix"] = time.time()
                 self._counters["chat"] += 1
                 model = entry.model or ""
                 self._counters["by_model"][model] = self._counters["by_model"].get(model, 0) + 1
@@ -379,6 +391,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"version": "0.6.0"})
         elif path in ("/", "/health"):
             self._send_json(200, {"status": "ok"})
+        elif path == COUNTERS_PATH:  # for benchmarks in another process: when did the first chat arrive
+            self._send_json(200, app.counters)
         else:
             self._send_json(404, {"error": f"no route {path}"})
 
@@ -398,6 +412,10 @@ class _Handler(BaseHTTPRequestHandler):
             model=body.get("model") if isinstance(body, dict) else None,
             headers=dict(self.headers),
         )
+        if path == RESET_PATH:
+            app.reset_log()
+            self._send_json(200, {"status": "reset"})
+            return
         app._begin(entry)
         if path not in (OPENAI_CHAT, OLLAMA_CHAT):
             self._send_json(404, {"error": f"no route {path}"})

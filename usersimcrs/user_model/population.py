@@ -2,13 +2,17 @@
 
 `build_profile_source(config.profiles, context)` returns an object whose
 `profile(index, rng)` gives the profile of conversation `index`. Generation is deterministic in
-`index` and `rng` (the conversation's seeded generator); each conversation gets its own objects.
-What does not depend on `rng` (a ratings user's scan of their ratings, held-out targets, seen
-items, slot preferences) is prepared once per user and run and copied per conversation.
+`index` and `rng` (the conversation's seeded generator). What does not depend on `rng` (a ratings
+user's scan of their ratings, held-out targets, seen items, preferences, persona) is built once
+per user and run as that user's `UserBasis`, and every conversation of the user shares its seen
+items and preferences, read-only: their lists and mappings refuse changes (`ReadOnlyList`,
+`ReadOnlyDict`), so no conversation can alter another's user. Copying a 166-item rating history
+per conversation was a fifth of the engine's CPU on the MovieLens sample (issue #22).
 """
 
 from __future__ import annotations
 
+import copy
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,13 +44,70 @@ class ProfileSource(Protocol):
         ...
 
 
+class ReadOnlyList(list[Any]):
+    """A list shared by several conversations' profiles: reading works as for a list, changing raises.
+
+    Pydantic serialises it as a list; a copy (`copy.deepcopy`, pickle, `model_copy(deep=True)`) is a
+    plain, changeable list.
+    """
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this list is shared by several conversations' profiles and read-only; copy it to change it")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
+
+
+class ReadOnlyDict(dict[Any, Any]):
+    """A mapping shared by several conversations' profiles: reading works as for a dict, changing raises."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this dict is shared by several conversations' profiles and read-only; copy it to change it")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+def read_only_preferences(prefs: Preferences) -> Preferences:
+    """The preferences with read-only containers (leaves are floats and strings), for sharing."""
+    shared = prefs.model_copy()
+    shared.__dict__.update(
+        items=ReadOnlyDict(prefs.items),
+        slots=ReadOnlyDict({slot: ReadOnlyDict(values) for slot, values in prefs.slots.items()}),
+        likes=ReadOnlyList(prefs.likes),
+        dislikes=ReadOnlyList(prefs.dislikes),
+    )
+    return shared
+
+
+def read_only_history(profile: UserProfile) -> UserProfile:
+    """The profile with its seen items, preferences and persona made read-only, to be shared."""
+    persona = profile.persona
+    if persona is not None:
+        persona = persona.model_copy(update={"fields": ReadOnlyDict(persona.fields)})
+    profile.__dict__.update(
+        preferences=read_only_preferences(profile.preferences),
+        persona=persona,
+        seen_items=ReadOnlyList(profile.seen_items),
+    )
+    return profile
+
+
 @dataclass(frozen=True)
 class UserBasis:
-    """The part of a ratings user's profile that no random draw touches, prepared once per run."""
+    """A ratings user's profile without a need: what no random draw touches, built once per run.
 
-    held_out: list[str]  # liked items held out as targets, best first (empty: no rated item)
-    preferences: Preferences
-    seen_items: list[SeenItem]
+    Every conversation of the user gets `profile` with its own need and metadata (a shallow copy):
+    the seen items and preferences are this one object's, read-only.
+    """
+
+    held_out: tuple[str, ...]  # liked items held out as targets, best first (empty: no rated item)
+    profile: UserProfile
 
 
 class GeneratedProfiles:
@@ -101,7 +162,16 @@ class GeneratedProfiles:
             SeenItem(item=self._ref(i), rating=r)
             for i, r in sorted(seen_ratings.items(), key=lambda kv: (-kv[1], kv[0]))
         ]
-        return UserBasis(held_out=held_out, preferences=prefs, seen_items=seen)
+        profile = UserProfile.model_construct(  # the objects as they are (validated when built above)
+            user_id=str(user_id),
+            need=InformationNeed(),
+            preferences=prefs,
+            persona=persona_from_fields(cfg.persona),
+            seen_items=seen,
+            metadata={},
+        )
+        read_only_history(profile)
+        return UserBasis(held_out=tuple(held_out), profile=profile)
 
     def _from_ratings(self, user_id: str, rng: random.Random) -> UserProfile:
         assert self.ratings is not None
@@ -119,19 +189,14 @@ class GeneratedProfiles:
             requestable_slots=cfg.requestable_slots,
             rng=rng,
         )
-        return UserProfile(
-            user_id=str(user_id),
-            need=need,
-            preferences=_copy_preferences(basis.preferences),  # the conversation's own objects
-            persona=persona_from_fields(cfg.persona),
-            seen_items=[_copy_seen(seen) for seen in basis.seen_items],
-            metadata={
-                "source": "ratings",
-                "primary_target": primary_id,
-                "held_out": list(held_out),
-                "rating_scale": list(self.ratings.scale),
-            },
-        )
+        metadata = {
+            "source": "ratings",
+            "primary_target": primary_id,
+            "held_out": list(held_out),
+            "rating_scale": list(self.ratings.scale),
+        }
+        # a shallow copy: the need and metadata are this conversation's, the user's history is shared
+        return basis.profile.model_copy(update={"need": need, "metadata": metadata})
 
     def _from_items(self, index: int, rng: random.Random, *, user_id: str | None = None) -> UserProfile:
         if self.items is None or len(self.items) == 0:
@@ -150,27 +215,6 @@ class GeneratedProfiles:
             persona=persona_from_fields(cfg.persona),
             metadata={"source": "items", "primary_target": item.id},
         )
-
-
-def _copy_preferences(prefs: Preferences) -> Preferences:
-    """A copy with its own containers (leaves are floats and strings), several times cheaper than a deep copy."""
-    copy = prefs.model_copy()
-    copy.__dict__.update(
-        items=dict(prefs.items),
-        slots={slot: dict(values) for slot, values in prefs.slots.items()},
-        likes=list(prefs.likes),
-        dislikes=list(prefs.dislikes),
-    )
-    return copy
-
-
-def _copy_seen(seen: SeenItem) -> SeenItem:
-    """A copy of a seen item and its item reference (fields set kept, so it serialises the same)."""
-    copy = seen.model_copy()
-    item = seen.item.model_copy()
-    item.__dict__["candidates"] = list(seen.item.candidates)
-    copy.__dict__["item"] = item
-    return copy
 
 
 def _held_out(liked: list[str], share: float) -> list[str]:
@@ -195,8 +239,12 @@ class FileProfiles:
             raise DataError(f"{self.path}: no profile records")
 
     def profile(self, index: int, rng: random.Random) -> UserProfile:
-        """Record `index` (cycling when there are fewer records than conversations); a fresh copy."""
-        return self.profiles[index % len(self.profiles)].model_copy(deep=True)
+        """Record `index` (cycling when there are fewer records than conversations): its own need and
+        metadata, the record's seen items, preferences and persona shared read-only."""
+        shared = self.profiles[index % len(self.profiles)]
+        return shared.model_copy(
+            update={"need": shared.need.model_copy(deep=True), "metadata": copy.deepcopy(shared.metadata)}
+        )
 
     def _parse(self, record: dict[str, Any], number: int) -> UserProfile:
         try:
@@ -222,7 +270,7 @@ class FileProfiles:
             raise DataError(describe_validation_error(exc, source=f"{self.path}: record {number}")) from None
         if profile.persona is None and self.persona is not None:
             profile.persona = self.persona
-        return self._resolved(profile)
+        return read_only_history(self._resolved(profile))
 
     def _resolved(self, profile: UserProfile) -> UserProfile:
         """Fill in collection IDs of title-only targets and seen items."""

@@ -1,0 +1,186 @@
+"""The real workload (issue #22): what a researcher runs, not a benchmark-shaped one.
+
+The single-prompt LLM user makes 6 LLM calls per conversation against an OpenAI-protocol server
+answering in 200 ms; the CRS is the iEvaLM-protocol test server speaking HTTP/1.0 (a new connection
+every turn, as CRS Arena's Flask server did), recommending from the 13,816-movie MovieLens sample on
+every turn and naming a share of its titles in other spellings or not in the collection at all; user
+profiles come from the sample's 20 users (about 166 rated movies each). Both servers run in their
+own processes; their CPU time is measured too, since they share the machine's cores with the toolkit.
+Run by hand (also the profiling target of docs/benchmarks.md)::
+
+    python -m benchmarks.real_workload --concurrency 128 --conversations 1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from benchmarks.scenarios import RunFigures, timed_run
+from benchmarks.server import ServedURL, crs_server, llm_server
+from benchmarks.setups import REAL_TURNS, real_catalogue, real_crs_options, real_workload_config
+from usersimcrs.core.jsonl import iter_jsonl
+
+LATENCY_MS = 200.0
+CONCURRENCY = (128, 256)
+
+
+def _load() -> list[float] | None:
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def resolution_shares(run_dir: Path) -> dict[str, Any]:
+    """How the CRS's recommended titles resolved against the collection (shares of all recommended items)."""
+    counts: Counter[str] = Counter()
+    for record in iter_jsonl(run_dir / "dialogues.jsonl"):
+        for utterance in record.get("utterances", []):
+            for item in utterance.get("items") or []:
+                if isinstance(item, dict):
+                    counts[item.get("resolution") or ("id" if item.get("id") else "unresolved")] += 1
+    total = sum(counts.values())
+    return {"items": total, **{k: round(v / total, 3) for k, v in sorted(counts.items())}} if total else {"items": 0}
+
+
+def run_figures(
+    r: RunFigures, concurrency: int, latency_s: float, servers_cpu_s: dict[str, float | None]
+) -> dict[str, Any]:
+    """Efficiency, the toolkit's CPU per LLM call and per conversation, and the servers' CPU beside it."""
+    achieved = r.llm_calls / r.wall_s
+    ideal = concurrency / latency_s
+    known = [v for v in servers_cpu_s.values() if v is not None]
+    servers = sum(known) if len(known) == len(servers_cpu_s) else None
+    return {
+        "conversations": r.conversations,
+        "failed": r.failed,
+        "llm_calls": r.llm_calls,
+        "llm_calls_per_conversation": round(r.llm_calls / max(1, r.conversations), 2),
+        "wall_s": round(r.wall_s, 2),
+        "conversations_per_s": round(r.conversations / r.wall_s, 1),
+        "calls_per_s": round(achieved, 1),
+        "ideal_calls_per_s": round(ideal, 1),
+        "efficiency": round(achieved / ideal, 3),
+        "mean_call_ms": round(r.llm_wait_s / max(1, r.llm_calls) * 1000, 1),
+        "cpu_ms_per_llm_call": round(r.cpu_s / max(1, r.llm_calls) * 1000, 2),
+        "cpu_ms_per_conversation": round(r.cpu_s / max(1, r.conversations) * 1000, 2),
+        "toolkit_cpu_s": round(r.cpu_s, 2),
+        "server_cpu_s": {k: None if v is None else round(v, 2) for k, v in servers_cpu_s.items()},
+        "server_cpu_ms_per_conversation": None if servers is None else round(servers / r.conversations * 1000, 2),
+        "toolkit_share_of_cpu": None if servers is None else round(r.cpu_s / (r.cpu_s + servers), 3),
+        "cpu_share_of_two_cores": None if servers is None else round((r.cpu_s + servers) / (2 * r.wall_s), 3),
+    }
+
+
+def measured_run(config: Any, out_dir: Path, llm: ServedURL, crs: ServedURL) -> tuple[RunFigures, dict[str, Any]]:
+    """One timed run with the servers' CPU over it and the machine's load before and after."""
+    load_before = _load()
+    before = {"llm_server": llm.cpu_s(), "crs_server": crs.cpu_s()}
+    figures = timed_run(config, out_dir)
+    after = {"llm_server": llm.cpu_s(), "crs_server": crs.cpu_s()}
+    servers = {k: None if before[k] is None or after[k] is None else after[k] - before[k] for k in before}  # type: ignore[operator]
+    extra = {"servers": servers, "load_average_before": load_before, "load_average_after": _load()}
+    return figures, extra
+
+
+def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's figures, or the median of each number over several, with every run's headline values."""
+    if len(runs) == 1:
+        return runs[0]
+    out: dict[str, Any] = {}
+    for key, value in runs[0].items():
+        values = [run[key] for run in runs]
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        out[key] = statistics.median(values) if numbers else value
+    out["repeats"] = len(runs)
+    for key in ("efficiency", "cpu_ms_per_llm_call", "cpu_ms_per_conversation", "toolkit_share_of_cpu"):
+        out[f"{key}_runs"] = [run[key] for run in runs]
+    return out
+
+
+def real_runs(
+    llm: ServedURL,
+    crs: ServedURL,
+    work: Path,
+    *,
+    concurrency: tuple[int, ...],
+    minimum: int,
+    per_slot: int,
+    repeats: int = 1,
+    client: str | None = None,
+    latency_s: float = LATENCY_MS / 1000,
+) -> dict[str, Any]:
+    """For each C: max(minimum, per_slot * C) conversations, `repeats` times (median of each figure),
+    after a small warm-up that pays first-use costs."""
+    timed_run(real_workload_config(llm, crs, conversations=16, concurrency=8, client=client), work / "real-warmup")
+    out: dict[str, Any] = {}
+    for c in concurrency:
+        n = max(minimum, per_slot * c)
+        config = real_workload_config(llm, crs, conversations=n, concurrency=c, client=client)
+        runs = []
+        for r in range(max(1, repeats)):
+            figures, extra = measured_run(config, work / f"real-c{c}-{r}", llm, crs)
+            row = run_figures(figures, c, latency_s, extra.pop("servers"))
+            row.update(extra)
+            runs.append(row)
+        merged = median_figures(runs)
+        merged["recommended_items"] = resolution_shares(work / f"real-c{c}-0")
+        out[f"C={c}"] = merged
+    return out
+
+
+def workload() -> dict[str, Any]:
+    """What the real workload is, as recorded with its figures."""
+    catalogue = real_catalogue()
+    return {
+        "items": catalogue["items"],
+        "ratings": catalogue["ratings"],
+        "fallback_catalogue": catalogue["fallback"],
+        "llm_calls_per_conversation": REAL_TURNS,
+        "llm_latency_ms": LATENCY_MS,
+        "crs": "iEvaLM test server, own process, HTTP/1.0 (new connection per turn), "
+        + " ".join(real_crs_options()[2:]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCY))
+    parser.add_argument("--conversations", type=int, default=1_024, help="at least this many per run")
+    parser.add_argument("--per-slot", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--latency-ms", type=float, default=LATENCY_MS)
+    parser.add_argument("--client", default=None)
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="usersimcrs-real-"))
+    started = time.perf_counter()
+    with (
+        llm_server(args.latency_ms, fixed_booleans=False) as llm_url,
+        crs_server("ievalm", *real_crs_options()) as crs_url,
+    ):
+        figures = real_runs(
+            llm_url,
+            crs_url,
+            work,
+            concurrency=tuple(args.concurrency),
+            minimum=args.conversations,
+            per_slot=args.per_slot,
+            repeats=args.repeats,
+            client=args.client,
+            latency_s=args.latency_ms / 1000,
+        )
+    print(
+        json.dumps(
+            {"workload": workload(), "runs": figures, "wall_s": round(time.perf_counter() - started, 1)}, indent=2
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
