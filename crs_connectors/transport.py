@@ -166,6 +166,9 @@ class HTTPTransport:
             run_secrets if isinstance(run_secrets, Secrets) else Secrets()
         )
         self._request_headers = {"User-Agent": "usersimcrs", "Accept": "application/json, text/plain;q=0.9", **headers}
+        # built once: nothing per turn that does not depend on the turn
+        self._json_headers = {"Content-Type": "application/json", **self._request_headers}
+        self._urls: dict[str, Any] = {}  # URL text -> parsed yarl URL (the aiohttp path)
         self._rng = random.Random(seed_for(getattr(context, "run_seed", 0), seed_key))
         self._policy = RetryPolicy(attempts=options.retries + 1, base_s=options.backoff_s, cap_s=options.max_backoff_s)
         self.attempts = 0
@@ -246,7 +249,7 @@ class HTTPTransport:
         self.attempts += 1
         headers = self._request_headers
         if json_body is not None and "Content-Type" not in headers:
-            headers = {**headers, "Content-Type": "application/json"}
+            headers = self._json_headers
         content = None if json_body is None else wire_json.encode(json_body)
         if self._httpx_client is not None:
             return await self._attempt_httpx(method, url, headers, content)
@@ -281,23 +284,25 @@ class HTTPTransport:
     ) -> HTTPAnswer:
         assert self._pool is not None
         session = self._pool.session()
-        request_url: Any = url
-        if self.keep_cookies and self._jar is not None:
+        request_url = self._urls.get(url)
+        if request_url is None:
             from yarl import URL
 
-            request_url = URL(url)
+            request_url = self._urls[url] = URL(url)  # parsed once per connector, not per turn
+        if self.keep_cookies and self._jar is not None:
             cookies = self._jar.filter_cookies(request_url)
             if cookies:
                 headers = {**headers, "Cookie": "; ".join(f"{name}={m.coded_value}" for name, m in cookies.items())}
         async with session.request(
             method, request_url, headers=headers, data=content, allow_redirects=False
         ) as response:
-            if self.keep_cookies and response.cookies:
+            received = response.cookies if self.keep_cookies else None  # parsed from Set-Cookie once
+            if received:
                 if self._jar is None:
                     import aiohttp
 
                     self._jar = aiohttp.CookieJar(unsafe=True)  # unsafe: also keep cookies of IP hosts (127.0.0.1)
-                self._jar.update_cookies(response.cookies, response.url)
+                self._jar.update_cookies(received, response.url)
             body = await _read_limited_aiohttp(response, self.options.max_response_bytes)
             status = response.status
             answer = HTTPAnswer(

@@ -161,3 +161,34 @@ def test_a_file_profile_is_shared_read_only_across_its_conversations(tmp_path):
     assert a.seen_items is b.seen_items and a.need is not b.need and a == b == profile
     with pytest.raises(TypeError, match="read-only"):
         a.seen_items.clear()
+
+
+def test_profile_id_and_compact_form_of_a_shared_history_match_a_full_serialisation():
+    """The user's part is serialised once and spliced in: the bytes must be pydantic's own, whatever the need holds."""
+    from usersimcrs.core.dialogue import ItemRef
+    from usersimcrs.core.profile import (
+        InformationNeed,
+        ReadOnlyList,
+        SeenItem,
+        compact_profile,
+        profile_id,
+        profile_json,
+    )
+
+    items = movie_items()
+    seen = ReadOnlyList([SeenItem(item=items.get(i).ref(), rating=4.0) for i in list(items.ids())[:3]])
+    seen_plain = [SeenItem(item=ItemRef(title="Unknown Film", raw="x"), rating=None), *seen]
+    shared = UserProfile(user_id='u"1', seen_items=seen_plain)
+    shared.__dict__["seen_items"] = ReadOnlyList(seen_plain)
+    for need, metadata in [
+        (InformationNeed(), {}),
+        (InformationNeed(constraints={"preferences": "x", "genre": "Drama"}), {"a": [1, 2.5, None], "ü": {"b": "é"}}),
+        (InformationNeed(targets=[items.get(items.ids()[0]).ref(), ItemRef(title="Only A Title")]), {"metadata": 1}),
+    ]:
+        profile = shared.model_copy(update={"need": need, "metadata": metadata})
+        assert profile_json(profile) == profile.model_dump_json().encode()
+        plain = profile.model_copy(update={"seen_items": list(profile.seen_items)})
+        assert profile_id(profile) == profile_id(plain)
+        assert compact_profile(profile, items) == compact_profile(plain, items)
+        assert compact_profile(profile, None) == compact_profile(plain, None)
+        assert list(compact_profile(profile, items)) == list(compact_profile(plain, items))  # same key order

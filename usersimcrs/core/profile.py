@@ -75,6 +75,74 @@ class UserProfile(_Model):
         return {s.item.id for s in self.seen_items if s.item.id is not None}
 
 
+class ReadOnlyList(list[Any]):
+    """A list shared by several profiles (a user's seen items, across that user's conversations):
+    reading works as for a list, changing raises. Pydantic serialises it as a list; a copy
+    (`copy.deepcopy`, pickle, `model_copy(deep=True)`) is a plain, changeable list.
+
+    Since it cannot change, it also keeps its serialised forms once computed (`forms`): the JSON of
+    a profile's seen items and their compact form, which `profile_id` and `compact_profile` would
+    otherwise redo for every conversation (a Python serialiser call per item).
+    """
+
+    def __init__(self, values: Any = ()) -> None:
+        super().__init__(values)
+        self.forms: dict[Any, Any] = {}
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this list is shared by several conversations' profiles and read-only; copy it to change it")
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
+
+
+class ReadOnlyDict(dict[Any, Any]):
+    """A mapping shared by several profiles: reading works as for a dict, changing raises."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("this dict is shared by several conversations' profiles and read-only; copy it to change it")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+def profile_json(profile: UserProfile) -> bytes:
+    """`profile.model_dump_json()` as bytes. With read-only seen items (one user's, shared by their
+    conversations) the user's part (preferences, persona, seen items) is serialised once and
+    reused while the profile holds the same objects; only user ID, need and metadata are per call.
+    Every piece is cut out of pydantic's own serialisation of the model, so the bytes are the same."""
+    seen = profile.seen_items
+    if not isinstance(seen, ReadOnlyList):
+        return profile.__pydantic_serializer__.to_json(profile)
+    serializer = UserProfile.__pydantic_serializer__
+    blank = UserProfile(
+        user_id=""
+    )  # copies of it with fields set (`model_construct` costs more: it inspects factories)
+    empty = serializer.to_json(blank)  # '{"user_id":"","need":{...}' ... '}'
+    need_end = empty.index(b',"preferences":')  # the fixed pieces of an empty profile, by position
+    metadata_start = empty.rindex(b',"metadata":')
+    cached = seen.forms.get("middle")
+    if cached is None or cached[0] is not profile.preferences or cached[1] is not profile.persona:
+        whole = serializer.to_json(
+            blank.model_copy(
+                update={"preferences": profile.preferences, "persona": profile.persona, "seen_items": seen}
+            )
+        )
+        cached = seen.forms["middle"] = (
+            profile.preferences,
+            profile.persona,
+            whole[need_end : -(len(empty) - metadata_start)],
+        )
+    head = serializer.to_json(blank.model_copy(update={"user_id": profile.user_id, "need": profile.need}))
+    tail = serializer.to_json(blank.model_copy(update={"metadata": profile.metadata}))
+    return head[: len(head) - (len(empty) - need_end)] + cached[2] + tail[metadata_start:]
+
+
 def profile_id(profile: UserProfile) -> str:
     """The profile's stable ID: the first 16 hex digits of the SHA-256 of its JSON.
 
@@ -85,7 +153,7 @@ def profile_id(profile: UserProfile) -> str:
     conversation. Two equal profiles whose mappings were built in another order get two IDs: a
     duplicate line, never a wrong profile.
     """
-    return hashlib.sha256(profile.model_dump_json().encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(profile_json(profile)).hexdigest()[:16]
 
 
 class ProfileRecord(_Model):
@@ -115,7 +183,18 @@ def _is_collection_ref(ref: ItemRef, items: ItemCollection | None) -> bool:
 
 def compact_profile(profile: UserProfile, items: ItemCollection | None) -> dict[str, Any]:
     """The profile's JSON for `profiles.jsonl`: defaults left out, collection items by ID (see ProfileRecord)."""
-    data = profile.model_dump(mode="json", exclude_defaults=True)
+    shared = profile.seen_items if isinstance(profile.seen_items, ReadOnlyList) else None
+    if shared is not None:  # the user's seen items: compacted once per collection, then reused
+        data = profile.model_copy(update={"seen_items": []}).model_dump(mode="json", exclude_defaults=True)
+        forms = shared.forms.get("compact")
+        if forms is None or forms[0] is not items:
+            forms = shared.forms["compact"] = (items, _compact_seen(shared, items))
+        if forms[1]:  # the field keeps its place: after persona, before metadata
+            data = _insert_before(data, "metadata", "seen_items", forms[1])
+    else:
+        data = profile.model_dump(mode="json", exclude_defaults=True)
+        if items is not None and data.get("seen_items"):
+            data["seen_items"] = _compact_seen(profile.seen_items, items, data["seen_items"])
     if items is None:
         return data
     targets = data.get("need", {}).get("targets")
@@ -123,10 +202,31 @@ def compact_profile(profile: UserProfile, items: ItemCollection | None) -> dict[
         data["need"]["targets"] = [
             ref.id if _is_collection_ref(ref, items) else raw for ref, raw in zip(profile.need.targets, targets)
         ]
-    for seen, raw in zip(profile.seen_items, data.get("seen_items", [])):
-        if _is_collection_ref(seen.item, items):
-            raw["item"] = seen.item.id
     return data
+
+
+def _compact_seen(seen: list[SeenItem], items: ItemCollection | None, dumped: list[Any] | None = None) -> list[Any]:
+    """The seen items as `profiles.jsonl` stores them (collection items by bare ID)."""
+    if dumped is None:
+        dumped = [s.model_dump(mode="json", exclude_defaults=True) for s in seen]
+    if items is None:
+        return dumped
+    for item, raw in zip(seen, dumped):
+        if _is_collection_ref(item.item, items):
+            raw["item"] = item.item.id
+    return dumped
+
+
+def _insert_before(data: dict[str, Any], before: str, key: str, value: Any) -> dict[str, Any]:
+    """`data` with `key` added just before `before` (at the end when `before` is absent)."""
+    if before not in data:
+        return {**data, key: value}
+    out: dict[str, Any] = {}
+    for name, existing in data.items():
+        if name == before:
+            out[key] = value
+        out[name] = existing
+    return out
 
 
 def has_item_ids(data: dict[str, Any]) -> bool:

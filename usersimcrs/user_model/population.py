@@ -6,7 +6,8 @@
 user's scan of their ratings, held-out targets, seen items, preferences, persona) is built once
 per user and run as that user's `UserBasis`, and every conversation of the user shares its seen
 items and preferences, read-only: their lists and mappings refuse changes (`ReadOnlyList`,
-`ReadOnlyDict`), so no conversation can alter another's user. Copying a 166-item rating history
+`ReadOnlyDict`), so no conversation can alter another's user, and the seen items' serialised
+forms are computed once per user (`usersimcrs.core.profile.profile_id`, `compact_profile`). Copying a 166-item rating history
 per conversation was a fifth of the engine's CPU on the MovieLens sample (issue #22).
 """
 
@@ -23,7 +24,15 @@ from pydantic import ValidationError
 from usersimcrs.core.dialogue import ItemRef
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.core.profile import InformationNeed, Preferences, Ratings, SeenItem, UserProfile
+from usersimcrs.core.profile import (
+    InformationNeed,
+    Preferences,
+    Ratings,
+    ReadOnlyDict,
+    ReadOnlyList,
+    SeenItem,
+    UserProfile,
+)
 from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import ConfigError, DataError
 from usersimcrs.user_model.information_need import need_for_targets
@@ -42,35 +51,6 @@ class ProfileSource(Protocol):
 
     def profile(self, index: int, rng: random.Random) -> UserProfile:  # pragma: no cover - interface
         ...
-
-
-class ReadOnlyList(list[Any]):
-    """A list shared by several conversations' profiles: reading works as for a list, changing raises.
-
-    Pydantic serialises it as a list; a copy (`copy.deepcopy`, pickle, `model_copy(deep=True)`) is a
-    plain, changeable list.
-    """
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("this list is shared by several conversations' profiles and read-only; copy it to change it")
-
-    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
-
-    def __reduce__(self) -> Any:
-        return (list, (list(self),))
-
-
-class ReadOnlyDict(dict[Any, Any]):
-    """A mapping shared by several conversations' profiles: reading works as for a dict, changing raises."""
-
-    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("this dict is shared by several conversations' profiles and read-only; copy it to change it")
-
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
-
-    def __reduce__(self) -> Any:
-        return (dict, (dict(self),))
 
 
 def read_only_preferences(prefs: Preferences) -> Preferences:
