@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.setups import ROOT, llm_user_config
+from usersimcrs.config import RunConfig
 
 POLL_S = 0.002
 
@@ -32,20 +33,56 @@ def first_line_seen(path: Path) -> bool:
         return False
 
 
-def time_to_first_conversation(
-    llm_url: str, crs_url: str | None, work: Path, *, conversations: int = 4, concurrency: int = 4
-) -> dict[str, Any]:
-    """Start `python -m usersimcrs run` on the LLM-user config and time the first dialogues.jsonl line."""
+def _write_config(config: RunConfig, work: Path, name: str) -> Path:
     work.mkdir(parents=True, exist_ok=True)
-    config = llm_user_config(
-        llm_url, conversations=conversations, concurrency=concurrency, crs_url=crs_url, name="bench-first"
+    path = work / name  # JSON is YAML
+    path.write_text(json.dumps(config.model_dump(mode="json", exclude_unset=True)), encoding="utf-8")
+    return path
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+
+
+def time_startup_parts(config: RunConfig, work: Path) -> dict[str, float]:
+    """Interpreter start, imports, config, item and rating loading of a fresh process (`benchmarks.startup_child`)."""
+    path = _write_config(config, work, "startup.yaml")
+    spawned = time.time()
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.startup_child", str(path), repr(spawned)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=_env(),
+        cwd=work,
     )
-    config_path = work / "first.yaml"  # JSON is YAML
-    config_path.write_text(json.dumps(config.model_dump(mode="json", exclude_unset=True)), encoding="utf-8")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def time_to_first_conversation(
+    llm_url: str,
+    crs_url: str | None,
+    work: Path,
+    *,
+    conversations: int = 4,
+    concurrency: int = 4,
+    config: RunConfig | None = None,
+) -> dict[str, Any]:
+    """Start `python -m usersimcrs run` on the LLM-user config (or `config`) and time the first dialogues.jsonl
+    line; with the LLM test server's counters, also the first LLM call (the end of start-up)."""
+    from benchmarks.server import llm_counters, reset_llm_counters
+
+    if config is None:
+        config = llm_user_config(
+            llm_url, conversations=conversations, concurrency=concurrency, crs_url=crs_url, name="bench-first"
+        )
+    config_path = _write_config(config, work, "first.yaml")
     out_dir = Path(tempfile.mkdtemp(prefix="first-run-", dir=work))  # fresh: no line of an earlier run
     dialogues = out_dir / "dialogues.jsonl"
     command = [sys.executable, "-m", "usersimcrs", "run", str(config_path), "--output", str(out_dir), "--overwrite"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    env = _env()
+    reset_llm_counters(llm_url)
+    spawned = time.time()
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=work)
     first_s = None
@@ -60,10 +97,12 @@ def time_to_first_conversation(
     total_s = time.perf_counter() - started
     if process.returncode != 0 or first_s is None:
         raise RuntimeError(f"usersimcrs run failed ({process.returncode}): {stderr.decode(errors='replace')[-300:]}")
+    first_call = llm_counters(llm_url).get("first_chat_unix")
     return {
         "first_conversation_s": round(first_s, 3),
+        "first_llm_call_s": None if first_call is None else round(first_call - spawned, 3),
         "process_wall_s": round(total_s, 3),
-        "conversations": conversations,
+        "conversations": config.conversations,
     }
 
 

@@ -1,8 +1,11 @@
-"""Runs B1-B7, prints one table and writes `benchmarks/results.json` (machine description included)."""
+"""Runs the real workload (R rows) and B1-B7 (the fixed-length workload and the rest), prints one table and,
+when asked, writes `results.json` into the folder named (machine description and load averages included).
+
+`python -m benchmarks ...` is `usersimcrs bench ...` (same options, one parser: usersimcrs/cli/bench.py).
+"""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -15,9 +18,11 @@ from typing import Any, Callable
 
 from benchmarks import scenarios as sc
 from benchmarks.server import crs_server, llm_server
+from benchmarks.setups import real_crs_options
 from usersimcrs.engine.loop import resolve_loop
 
-RESULTS = Path(__file__).resolve().parent / "results.json"
+RESULTS = Path(__file__).resolve().parent / "results.json"  # the committed figures docs/benchmarks.md quotes
+SIZES = {"tiny": sc.TINY, "quick": sc.QUICK, "full": sc.FULL}
 
 
 def machine() -> dict[str, Any]:
@@ -76,7 +81,7 @@ def client_table(rows: list[sc.Scenario]) -> str:
             "B2 speedup",
         )
     ]
-    for client in sc.CLIENTS:
+    for client in [c for c in sc.CLIENTS if c in b1 or c in high]:
         per_c, per_high = b1.get(client, {}), high.get(client, {})
         eff = [f"{per_c[f'C={c}']['efficiency']:g}" if f"C={c}" in per_c else "-" for c in sc.CONCURRENCY]
         eff_high = [f"{per_high[c]['efficiency']:g}" if c in per_high else "-" for c in high_cs]
@@ -122,16 +127,54 @@ def _high_concurrency(sizes: sc.Sizes, work: Path, jitter_ms: float, crs_url: st
     return rows
 
 
-def run_all(sizes: sc.Sizes, work: Path, jitter_ms: float) -> list[sc.Scenario]:
-    """B1-B7 in one go, sharing one LLM server (50 ms) and the same conversations; B1 at C >= 128 and B7
-    add a 200 ms LLM server and the iEvaLM test CRS server, each in its own process."""
+def _real_workload(sizes: sc.Sizes, work: Path, jitter_ms: float) -> list[sc.Scenario]:
+    """R1 and R7: the real workload against its own servers (200 ms LLM server with varied booleans,
+    HTTP/1.0 iEvaLM server recommending from the MovieLens sample)."""
     rows: list[sc.Scenario] = []
+    started = time.perf_counter()
+    try:
+        with (
+            llm_server(sc.REAL_LATENCY_S * 1000, jitter_ms=jitter_ms, fixed_booleans=False) as llm_url,
+            crs_server("ievalm", *real_crs_options()) as crs_url,
+        ):
+            rows.extend(sc.r1_rows(sc.real_workload_figures(llm_url, crs_url, sizes, work)))
+            print(f"  R1 done in {round(time.perf_counter() - started, 1)}s", flush=True)
+            rows.extend(
+                _guarded_rows(
+                    "R7",
+                    "real workload: first record",
+                    lambda: sc.r7_first_record(llm_url, crs_url, work, sizes.first_repeats, sizes.startup_repeats),
+                )
+            )
+    except Exception as exc:  # noqa: BLE001 - one broken scenario must not hide the others
+        rows.append(
+            sc.Scenario(
+                "R1", "real workload", "error", None, "-", False, {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            )
+        )
+    rows[0].figures["scenario_wall_s"] = round(time.perf_counter() - started, 1)
+    return rows
+
+
+def _guarded_rows(key: str, title: str, fn: Callable[[], list[sc.Scenario]]) -> list[sc.Scenario]:
+    """Several rows of one scenario; a failure becomes one error row."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001
+        return [sc.Scenario(key, title, "error", None, "-", False, {"error": f"{type(exc).__name__}: {exc}"[:500]})]
+
+
+def run_all(sizes: sc.Sizes, work: Path, jitter_ms: float) -> list[sc.Scenario]:
+    """The real workload (R rows) first, then B1-B7 in one go, sharing one LLM server (50 ms) and the same
+    conversations; B1 at C >= 128 and B7 add a 200 ms LLM server and the iEvaLM test CRS server, each in
+    its own process."""
+    rows: list[sc.Scenario] = _real_workload(sizes, work, jitter_ms)
     with llm_server(sc.LATENCY_S * 1000, jitter_ms=jitter_ms) as url, crs_server() as crs_url:
         runs: dict[str, dict[Any, sc.RunFigures]] = {}
         retrieval: dict[str, dict[str, sc.RunFigures]] = {}
 
         def concurrency() -> sc.Scenario:
-            for client in sc.CLIENTS:  # B1/B2 with each HTTP client of the openai backend
+            for client in sizes.clients:  # B1/B2 with each HTTP client of the openai backend
                 runs[client] = sc.concurrency_runs(url, sizes, work, client)
                 retrieval[client] = sc.retrieval_runs(url, sizes, work, client)
             return sc.b1_efficiency(runs, retrieval)
@@ -143,54 +186,59 @@ def run_all(sizes: sc.Sizes, work: Path, jitter_ms: float) -> list[sc.Scenario]:
         rows.append(_guarded("B4", "engine overhead", lambda: sc.b4_overhead(runs, retrieval, sizes, work)))
         rows.append(_guarded("B5", "memory", lambda: sc.b5_memory(sizes, work)))
         rows.append(_guarded("B6", "judge cost", lambda: sc.b6_judge_cost(url, sizes, work)))
-        rows.append(_guarded("B7", "time to first conversation", lambda: sc.b7_first_conversation(url, crs_url, work)))
+        rows.append(
+            _guarded(
+                "B7",
+                "time to first conversation",
+                lambda: sc.b7_first_conversation(url, crs_url, work, sizes.first_repeats),
+            )
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m benchmarks` and `usersimcrs bench`."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description="toolkit performance benchmarks (B1-B7)")
-    add_arguments(parser)
-    return run_from_args(parser.parse_args(argv))
+    """`python -m benchmarks [options]`: the same command as `usersimcrs bench [options]`."""
+    import sys
+
+    from usersimcrs.cli import main as cli_main
+
+    return int(cli_main(["bench", *(sys.argv[1:] if argv is None else argv)]) or 0)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, under 5 minutes on 2 cores")
-    parser.add_argument("--output", default=str(RESULTS), help="where to write the results JSON")
-    parser.add_argument("--jitter-ms", type=float, default=0.0, help="uniform extra latency of the LLM server")
-    parser.add_argument("--keep", action="store_true", help="keep the run folders (printed) instead of deleting them")
-
-
-def run_from_args(args: argparse.Namespace) -> int:
-    sizes = sc.QUICK if args.quick else sc.FULL
+def run(mode: str, output: Path | None, *, jitter_ms: float = 0.0, keep: bool = False) -> int:
+    """Run every scenario at the sizes of `mode` (tiny, quick, full); print the tables; write
+    `output/results.json` when a folder is named. Exit status 1 when a target was missed."""
+    sizes = SIZES[mode]
     work = Path(tempfile.mkdtemp(prefix="usersimcrs-bench-"))
     started = time.perf_counter()
     load_at_start = os.getloadavg() if hasattr(os, "getloadavg") else None
-    print(f"usersimcrs benchmarks ({'quick' if args.quick else 'full'}); work folder {work}", flush=True)
+    print(f"usersimcrs benchmarks ({mode}); load average {load_at_start}; work folder {work}", flush=True)
     try:
-        rows = run_all(sizes, work, args.jitter_ms)
+        rows = run_all(sizes, work, jitter_ms)
     finally:
-        if args.keep:
+        if keep:
             print(f"run folders kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+    load_at_end = os.getloadavg() if hasattr(os, "getloadavg") else None
     print()
     print(table(rows))
     print()
     print(client_table(rows))
+    print(f"\nload average at the start {load_at_start}, at the end {load_at_end} (2 idle cores read about 0)")
     results = {
-        "mode": "quick" if args.quick else "full",
+        "mode": mode,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(),
         "load_average_at_start": load_at_start,
-        "load_average_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "load_average_at_end": load_at_end,
         "event_loop": resolve_loop("auto"),  # the runs use the default `event_loop: auto`
         "llm_server": {
             "latency_ms": sc.LATENCY_S * 1000,
-            "jitter_ms": args.jitter_ms,
+            "jitter_ms": jitter_ms,
             "protocol": "openai",
             "process": "separate",
-            "clients": list(sc.CLIENTS),
+            "clients": list(sizes.clients),
         },
         "high_concurrency": {
             "llm_latency_ms": sc.HIGH_LATENCY_S * 1000,
@@ -201,6 +249,11 @@ def run_from_args(args: argparse.Namespace) -> int:
         "wall_s": round(time.perf_counter() - started, 1),
         "scenarios": {r.key: asdict(r) for r in rows},
     }
-    Path(args.output).write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-    print(f"\nwrote {args.output} ({results['wall_s']}s)")
+    if output is None:
+        print(f"\nresults not written (name a folder with --output DIR); {results['wall_s']}s")
+    else:
+        output.mkdir(parents=True, exist_ok=True)
+        path = output / "results.json"
+        path.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+        print(f"\nwrote {path} ({results['wall_s']}s)")
     return 0 if all(r.passed is not False for r in rows) else 1

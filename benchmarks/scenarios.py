@@ -40,8 +40,29 @@ class Sizes:
     high_conversations: int = 1_024  # B1 at C = 128 / 256: at least this many conversations per run
     high_per_slot: int = 8  # ... and at least this many per slot
     high_repeats: int = 1  # ... runs of the default client at each C (median)
+    clients: tuple[str, ...] = CLIENTS  # the openai backend's HTTP clients to compare
+    real_conversations: int = 1_024  # the real workload (R rows): at least this many per run
+    real_per_slot: int = 4  # ... and at least this many per slot
+    real_repeats: int = 1  # ... runs at each C (median)
+    first_repeats: int = 3  # B7 / R7: fresh `usersimcrs run` processes (median)
+    startup_repeats: int = 5  # R7: fresh processes timing imports and data loading (median)
 
 
+TINY = Sizes(  # a smoke test of every scenario (about half a minute); its figures mean nothing
+    conversations=8,
+    agenda_conversations=20,
+    memory_sizes=(20, 40),
+    judged_conversations=1,
+    retrieval_c1_conversations=4,
+    per_slot=1,
+    high_conversations=0,
+    high_per_slot=1,
+    clients=(DEFAULT_CLIENT,),
+    real_conversations=0,
+    real_per_slot=1,
+    first_repeats=1,
+    startup_repeats=1,
+)
 QUICK = Sizes(
     repeats=1,
     agenda_conversations=300,
@@ -59,6 +80,7 @@ FULL = Sizes(
     retrieval_c1_conversations=100,
     high_conversations=2_048,  # 16 per slot at C = 128: the ramp-down at the end weighs half as much as in --quick
     high_repeats=3,
+    real_repeats=3,
 )
 
 
@@ -220,7 +242,7 @@ def high_concurrency_figures(llm_url: str, crs_url: str, sizes: Sizes, work: Pat
         llm_url,
         crs_url,
         work,
-        clients=CLIENTS,
+        clients=sizes.clients,
         concurrency=HIGH_CONCURRENCY,
         per_slot=sizes.high_per_slot,
         minimum=sizes.high_conversations,
@@ -413,3 +435,110 @@ def b6_judge_cost(url: str, sizes: Sizes, work: Path) -> Scenario:
     return Scenario(
         "B6", "judge cost", "LLM calls in cached re-judging", cached_calls, "== 0", cached_calls == 0, figures
     )
+
+
+# --------------------------------------------------------------------------- the real workload (issue #22)
+
+REAL_LATENCY_S = 0.2
+REAL_CONCURRENCY = (128, 256)
+
+
+def real_workload_figures(llm_url: Any, crs_url: Any, sizes: Sizes, work: Path) -> dict[str, Any]:
+    """R1: the real workload at C = 128 and 256 (default client), with the servers' CPU beside the toolkit's."""
+    from benchmarks.real_workload import real_runs, workload
+
+    runs = real_runs(
+        llm_url,
+        crs_url,
+        work,
+        concurrency=REAL_CONCURRENCY,
+        minimum=sizes.real_conversations,
+        per_slot=sizes.real_per_slot,
+        repeats=sizes.real_repeats,
+        latency_s=REAL_LATENCY_S,
+    )
+    return {"workload": workload(), "client": DEFAULT_CLIENT, **runs}
+
+
+def r1_rows(figures: dict[str, Any]) -> list[Scenario]:
+    """The real workload's targets (issue #22): efficiency at C = 128 and 256, CPU per LLM call and per
+    conversation at C = 128, and the toolkit's share of all CPU (servers included) for context."""
+    at, wide = figures["C=128"], figures["C=256"]
+    fallback = " [FALLBACK 40-movie catalogue]" if figures["workload"]["fallback_catalogue"] else ""
+    where = f"C=128, 6-call conversations, 13.8k items, HTTP/1.0 iEvaLM CRS{fallback}"
+    eff, eff256 = at["efficiency"], wide["efficiency"]
+    per_call, per_conv = at["cpu_ms_per_llm_call"], at["cpu_ms_per_conversation"]
+    share = at["toolkit_share_of_cpu"]
+    return [
+        Scenario("R1", "real workload: efficiency", f"efficiency ({where})", eff, ">= 0.9", eff >= 0.9, figures),
+        Scenario(
+            "R1-256", "real workload: efficiency at C=256", "efficiency (C=256)", eff256, ">= 0.85", eff256 >= 0.85
+        ),
+        Scenario(
+            "R1-cpu",
+            "real workload: CPU per LLM call",
+            f"toolkit CPU ms / LLM call ({where})",
+            per_call,
+            "<= 1",
+            per_call <= 1.0,
+        ),  # fmt: skip
+        Scenario(
+            "R1-conv",
+            "real workload: CPU per conversation",
+            f"toolkit CPU ms / conversation ({where})",
+            per_conv,
+            "<= 6",
+            per_conv <= 6.0,
+        ),  # fmt: skip
+        Scenario(
+            "R1-share",
+            "real workload: toolkit share of CPU",
+            "toolkit CPU / (toolkit + both servers), C=128",
+            share,
+            "-",
+            None,
+        ),  # fmt: skip
+    ]
+
+
+def r7_first_record(llm_url: Any, crs_url: Any, work: Path, repeats: int, startup_repeats: int) -> list[Scenario]:
+    """R7: a fresh `usersimcrs run` of the real workload: seconds to its first LLM call (start-up) and to
+    its first record, plus imports and data loading timed apart in fresh processes (medians)."""
+    from benchmarks.first_conversation import time_startup_parts, time_to_first_conversation
+    from benchmarks.setups import real_workload_config
+
+    config = real_workload_config(llm_url, crs_url, conversations=4, concurrency=4, name="bench-real-first")
+    runs = [time_to_first_conversation(llm_url, None, work / "r7", config=config) for _ in range(max(1, repeats))]
+    parts = [time_startup_parts(config, work / "r7-parts") for _ in range(max(1, startup_repeats))]
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    first = median([r["first_conversation_s"] for r in runs])
+    startup = median([r["first_llm_call_s"] for r in runs])
+    figures = {
+        "runs": runs,
+        "startup_parts": {key: median([p[key] for p in parts]) for key in parts[0]},
+        "startup_parts_runs": parts,
+        "llm_latency_ms": REAL_LATENCY_S * 1000,
+        "llm_calls_before_first_record": 6,
+    }
+    return [
+        Scenario(
+            "R7",
+            "real workload: first record",
+            "s from `usersimcrs run` start to the first record",
+            first,
+            "<= 1.5",
+            first <= 1.5,
+            figures,
+        ),  # fmt: skip
+        Scenario(
+            "R7-start",
+            "real workload: start-up",
+            "s from `usersimcrs run` start to its first LLM call",
+            startup,
+            "<= 0.5",
+            startup <= 0.5,
+        ),  # fmt: skip
+    ]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from benchmarks.first_conversation import first_line_seen
 from benchmarks.harness import table
@@ -93,13 +96,60 @@ def test_bench_command_is_registered():
     out = subprocess.run(
         [sys.executable, "-m", "usersimcrs", "bench", "--help"], cwd=ROOT, capture_output=True, text=True
     )
-    assert out.returncode == 0 and "--quick" in out.stdout
+    assert out.returncode == 0 and "--quick" in out.stdout and "--output" in out.stdout
+
+
+def _git_status() -> str:
+    return subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+
+
+@pytest.mark.slow
+def test_bench_writes_both_workloads_to_the_named_folder_and_leaves_the_checkout_clean(tmp_path):
+    """Issue #19/#22: `usersimcrs bench --quick --output DIR` parses, runs every scenario (here at --tiny sizes,
+    about half a minute), reports the real and the fixed-length workload, and writes only DIR/results.json."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout")
+    before = _git_status()
+    committed = (ROOT / "benchmarks" / "results.json").read_bytes()
+    out = tmp_path / "bench"
+    done = subprocess.run(
+        [sys.executable, "-m", "usersimcrs", "bench", "--quick", "--tiny", "--output", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode in (0, 1), done.stderr[-2000:]  # 1: a target missed (tiny sizes and a busy machine)
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["mode"] == "tiny" and len(results["load_average_at_start"]) == 3
+    rows = results["scenarios"]
+    for key in ("R1", "R1-cpu", "R1-conv", "R7", "R7-start", "B1", "B1-128", "B1-cpu", "B7"):
+        assert rows[key]["value"] is not None, (key, rows[key])  # measured, not an error row
+    real = rows["R1"]["figures"]
+    assert real["C=128"]["llm_calls_per_conversation"] == 6 and real["C=128"]["failed"] == 0
+    assert real["C=128"]["server_cpu_s"]["crs_server"] is not None and 0 < real["C=128"]["toolkit_share_of_cpu"] < 1
+    assert 0 < real["C=128"]["recommended_items"]["unresolved"] < 1  # the CRS names titles the catalogue lacks
+    assert set(rows["R7"]["figures"]["startup_parts"]) >= {"imports_s", "items_s"}
+    assert "R1 " in done.stdout and "B1 " in done.stdout and f"wrote {out / 'results.json'}" in done.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+    assert (ROOT / "benchmarks" / "results.json").read_bytes() == committed
+    assert _git_status() == before
+
+
+def test_bench_refuses_to_write_over_the_committed_results():
+    if not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout")
+    done = subprocess.run(
+        [sys.executable, "-m", "usersimcrs", "bench", "--tiny", "--output", str(ROOT / "benchmarks")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "committed file" in done.stderr and "--output" in done.stderr
 
 
 def test_memory_child_reports_its_own_peak_not_the_parents():
     """ru_maxrss survives fork + exec on Linux; the B5 child must not report the harness's size."""
-    import pytest
-
     if not Path("/proc/self/status").exists():
         pytest.skip("needs /proc (Linux)")
     ballast = bytearray(400 * 2**20)

@@ -1,21 +1,43 @@
-"""`usersimcrs bench [--quick] ...`: the performance harness of `benchmarks/` (B1-B7), from a source checkout."""
+"""`usersimcrs bench [--quick | --tiny] [--output DIR]`: the performance harness of `benchmarks/` (source checkout)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
-        help="run the performance benchmarks (B1-B7) against a local LLM server (source checkout)",
-        description="Arguments go to the harness: --quick (smaller sizes), --output FILE, --jitter-ms MS, --keep.",
+        help="run the performance benchmarks (real workload, B1-B7) against local test servers (source checkout)",
+        description="Runs the real workload (R rows: MovieLens sample, 6-call LLM user, HTTP/1.0 iEvaLM CRS) and "
+        "the fixed-length workload and the other scenarios (B1-B7); prints one table with the machine's load. "
+        "Results are written only with --output, to DIR/results.json.",
     )
-    parser.add_argument("arguments", nargs=argparse.REMAINDER, help="harness arguments, e.g. --quick")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (about 5 minutes on 2 cores)")
+    parser.add_argument(
+        "--tiny", action="store_true", help="a smoke test of every scenario at the smallest sizes (overrides --quick)"
+    )
+    parser.add_argument("--output", metavar="DIR", help="write DIR/results.json (default: print only)")
+    parser.add_argument("--jitter-ms", type=float, default=0.0, help="uniform extra latency of the LLM servers")
+    parser.add_argument("--keep", action="store_true", help="keep the run folders (printed) instead of deleting them")
+    parser.add_argument(
+        "--replace-committed",
+        action="store_true",
+        help="allow DIR/results.json to be a committed file (regenerating benchmarks/results.json)",
+    )
     parser.set_defaults(func=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.bench import bench
+    from usersimcrs.pipeline.bench import BenchOptions, bench
 
-    return bench(list(args.arguments))
+    mode = "tiny" if args.tiny else "quick" if args.quick else "full"
+    options = BenchOptions(
+        mode=mode,
+        output=Path(args.output) if args.output else None,
+        jitter_ms=args.jitter_ms,
+        keep=args.keep,
+        replace_committed=args.replace_committed,
+    )
+    return bench(options)

