@@ -158,3 +158,9 @@ def test_memory_child_reports_its_own_peak_not_the_parents():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert float(done.stdout.strip()) / 1024 < 300
     del ballast
+
+
+def test_the_figures_of_docs_benchmarks_are_those_of_the_committed_results():
+    from benchmarks.docs_figures import main as docs_figures
+
+    assert docs_figures(["--check"]) == 0  # regenerate: python -m benchmarks.docs_figures

@@ -1,0 +1,161 @@
+"""Renders the figures of docs/benchmarks.md from the one committed results file, so the page never
+quotes a number that file does not hold::
+
+    usersimcrs bench --output benchmarks --replace-committed   # on an idle machine: the full run
+    python -m benchmarks.docs_figures                         # rewrites the block between the markers
+    python -m benchmarks.docs_figures --check                 # exit 1 when the page and the file disagree
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results.json"
+PAGE = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- figures:begin (python -m benchmarks.docs_figures) -->", "<!-- figures:end -->"
+MISSING = "not in the committed results"
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return " / ".join(_fmt(v) for v in value)
+    return str(value)
+
+
+def _load(values: Any) -> str:
+    return " / ".join(f"{v:.2f}" for v in values) if values else "not recorded"
+
+
+def headline_table(scenarios: dict[str, Any]) -> list[str]:
+    lines = ["| | headline | value | target | met |", "|---|---|---|---|---|"]
+    for key, row in scenarios.items():
+        met = {True: "yes", False: "**no**", None: "–"}[row.get("passed")]
+        lines.append(f"| {key} | {row['headline']} | {_fmt(row.get('value'))} | {row['target']} | {met} |")
+    return lines
+
+
+def real_table(figures: dict[str, Any]) -> list[str]:
+    lines = [
+        "| C | conversations | LLM calls / conv. | efficiency | toolkit CPU ms / LLM call | / conversation "
+        "| servers' CPU ms / conv. (LLM + CRS) | toolkit share of CPU | load average before / after |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in ("C=128", "C=256"):
+        at = figures.get(c)
+        if not at:
+            continue
+        runs = at.get("efficiency_runs")
+        eff = _fmt(at["efficiency"]) + (f" (runs {_fmt(runs)})" if runs else "")
+        lines.append(
+            f"| {c[2:]} | {at['conversations']} | {_fmt(at['llm_calls_per_conversation'])} | {eff} "
+            f"| {_fmt(at['cpu_ms_per_llm_call'])} | {_fmt(at['cpu_ms_per_conversation'])} "
+            f"| {_fmt(at['server_cpu_ms_per_conversation'])} | {_fmt(at['toolkit_share_of_cpu'])} "
+            f"| {_load(at.get('load_average_before'))} / {_load(at.get('load_average_after'))} |"
+        )
+    return lines
+
+
+def render(results: dict[str, Any]) -> str:
+    """The markdown block of docs/benchmarks.md for one results file."""
+    scenarios = results["scenarios"]
+    machine = results.get("machine", {})
+    out = [
+        f"Run `{results.get('mode')}` of {results.get('created')}: {machine.get('cpus')} CPU cores "
+        f"({machine.get('processor')}), {machine.get('memory_gb')} GB, Python {machine.get('python')}, "
+        f"event loop {results.get('event_loop')}; load average {_load(results.get('load_average_at_start'))} "
+        f"at the start, {_load(results.get('load_average_at_end'))} at the end; {results.get('wall_s')} s. "
+        "Every figure below is from this one run (`benchmarks/results.json`).",
+        "",
+        *headline_table(scenarios),
+        "",
+        '**The real workload** (R rows; its definition under "Workloads"):',
+        "",
+    ]
+    real = scenarios.get("R1", {}).get("figures")
+    if real and "C=128" in real:
+        workload = real.get("workload", {})
+        if workload.get("fallback_catalogue"):
+            out += ["**These figures used the bundled 40-movie FALLBACK, not the MovieLens sample.**", ""]
+        out += real_table(real)
+        items = real["C=128"].get("recommended_items", {})
+        out += [
+            "",
+            f"Recommended items at C = 128 ({items.get('items')}): "
+            + ", ".join(f"{k} {_fmt(v)}" for k, v in items.items() if k != "items")
+            + " (shares, as the titles resolved against the collection).",
+        ]
+    else:
+        out += [f"The real workload is {MISSING} (a run older than the R rows): regenerate them."]
+    first = scenarios.get("R7", {}).get("figures")
+    if first:
+        parts = first.get("startup_parts", {})
+        out += [
+            "",
+            "Start-up of a fresh `usersimcrs run` of the real workload (medians): "
+            + ", ".join(f"{k.removesuffix('_s')} {_fmt(v)} s" for k, v in parts.items())
+            + f"; first LLM call {_fmt(scenarios.get('R7-start', {}).get('value'))} s, first record "
+            f"{_fmt(scenarios['R7'].get('value'))} s (six 200 ms calls before it).",
+        ]
+    out += ["", "**The fixed-length workload** (B1-B7, as before issue #22):", ""]
+    out += _fixed_table(scenarios)
+    return "\n".join(out)
+
+
+def _fixed_table(scenarios: dict[str, Any]) -> list[str]:
+    b1, high = scenarios.get("B1", {}).get("figures", {}), scenarios.get("B1-128", {}).get("figures", {})
+    lines = [
+        "| client | C | LLM calls | wall (s) | efficiency | mean call (ms) | CPU ms / LLM call | CPU ms / conversation |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for client in ("official", "aiohttp"):
+        for c, at in (b1.get(client) or {}).items():
+            if c.startswith("C="):
+                lines.append(
+                    f"| {client} | {c[2:]} (50 ms, echo CRS) | {at['calls']} | {_fmt(at['wall_s'])} "
+                    f"| {_fmt(at['efficiency'])} | {_fmt(at['mean_call_ms'])} | {_fmt(at['cpu_ms_per_call'])} | – |"
+                )
+        for c, at in (high.get(client) or {}).items():
+            lines.append(
+                f"| {client} | {c[2:]} (200 ms, keep-alive iEvaLM CRS, {at['conversations']} conv.) "
+                f"| {at['llm_calls']} | {_fmt(at['wall_s'])} | {_fmt(at['efficiency'])} | {_fmt(at['mean_call_ms'])} "
+                f"| {_fmt(at['cpu_ms_per_llm_call'])} | {_fmt(at['cpu_ms_per_conversation'])} |"
+            )
+    return lines
+
+
+def rewrite(page: str, block: str) -> str:
+    """`page` with the text between the markers replaced by `block`."""
+    start, end = page.index(BEGIN) + len(BEGIN), page.index(END)
+    return page[:start] + "\n" + block + "\n" + page[end:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--page", default=str(PAGE))
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 when the page is stale")
+    args = parser.parse_args(argv)
+    results = json.loads(Path(args.results).read_text(encoding="utf-8"))
+    page = Path(args.page).read_text(encoding="utf-8")
+    updated = rewrite(page, render(results))
+    if args.check:
+        if updated != page:
+            print(f"{args.page}: figures differ from {args.results}; run python -m benchmarks.docs_figures")
+            return 1
+        return 0
+    Path(args.page).write_text(updated, encoding="utf-8")
+    print(f"wrote the figures of {args.page} from {args.results}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
