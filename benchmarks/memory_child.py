@@ -1,4 +1,5 @@
-"""B5's child process: run n agenda conversations into a folder and print peak RSS and line sizes as JSON."""
+"""B5's and R5's child process: run n conversations (agenda user, or the real workload against running
+servers) into a folder and print peak RSS and line sizes as JSON."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import resource
 import time
 from pathlib import Path
 
-from benchmarks.setups import agenda_config
+from benchmarks.setups import agenda_config, real_workload_config
 from usersimcrs.engine.runner import run
 
 
@@ -41,11 +42,19 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--llm-url", help="with --crs-url: the real workload against these servers (else the agenda user)"
+    )
+    parser.add_argument("--crs-url")
     args = parser.parse_args()
     started = time.perf_counter()
-    summary = run(
-        agenda_config(conversations=args.conversations, concurrency=args.concurrency), Path(args.output), overwrite=True
-    )
+    if args.llm_url and args.crs_url:
+        config = real_workload_config(
+            args.llm_url, args.crs_url, conversations=args.conversations, concurrency=args.concurrency
+        )
+    else:
+        config = agenda_config(conversations=args.conversations, concurrency=args.concurrency)
+    summary = run(config, Path(args.output), overwrite=True)
     peak_kb = peak_rss_kb()
     wall_s = time.perf_counter() - started
     out = Path(args.output)

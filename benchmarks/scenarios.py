@@ -44,6 +44,7 @@ class Sizes:
     real_conversations: int = 1_024  # the real workload (R rows): at least this many per run
     real_per_slot: int = 4  # ... and at least this many per slot
     real_repeats: int = 1  # ... runs at each C (median)
+    real_memory_sizes: tuple[int, int] = (1_000, 10_000)  # R5: peak RSS of a fresh process, real workload
     first_repeats: int = 3  # B7 / R7: fresh `usersimcrs run` processes (median)
     startup_repeats: int = 5  # R7: fresh processes timing imports and data loading (median)
 
@@ -60,10 +61,12 @@ TINY = Sizes(  # a smoke test of every scenario (about half a minute); its figur
     clients=(DEFAULT_CLIENT,),
     real_conversations=0,
     real_per_slot=1,
+    real_memory_sizes=(16, 32),
     first_repeats=1,
     startup_repeats=1,
 )
 QUICK = Sizes(
+    real_memory_sizes=(500, 2_000),
     repeats=1,
     agenda_conversations=300,
     memory_sizes=(500, 5_000),
@@ -411,7 +414,7 @@ def b5_memory(sizes: Sizes, work: Path) -> Scenario:
     return Scenario("B5", "memory (streaming)", headline, round(ratio, 3), "<= 1.2", ratio <= 1.2, figures)
 
 
-def _child_peak(conversations: int, out_dir: Path) -> dict[str, Any]:
+def _child_peak(conversations: int, out_dir: Path, *extra: str) -> dict[str, Any]:
     command = [
         sys.executable,
         "-m",
@@ -420,6 +423,7 @@ def _child_peak(conversations: int, out_dir: Path) -> dict[str, Any]:
         str(conversations),
         "--output",
         str(out_dir),
+        *extra,
     ]
     done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1])
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -542,3 +546,14 @@ def r7_first_record(llm_url: Any, crs_url: Any, work: Path, repeats: int, startu
             startup <= 0.5,
         ),  # fmt: skip
     ]
+
+
+def r5_memory(llm_url: Any, crs_url: Any, sizes: Sizes, work: Path) -> Scenario:
+    """R5: peak RSS of a fresh process running the real workload (C = 128) at two sizes: flat means streaming."""
+    small, large = sizes.real_memory_sizes
+    extra = ("--concurrency", str(REAL_CONCURRENCY[0]), "--llm-url", str(llm_url), "--crs-url", str(crs_url))
+    peaks = {n: _child_peak(n, work / f"r5-{n}", *extra) for n in (small, large)}
+    ratio = peaks[large]["peak_rss_mb"] / peaks[small]["peak_rss_mb"]
+    figures: dict[str, Any] = {f"n={n}": p for n, p in peaks.items()}
+    headline = f"peak RSS {large} / {small} conversations (real workload, C=128)"
+    return Scenario("R5", "real workload: memory", headline, round(ratio, 3), "<= 1.2", ratio <= 1.2, figures)

@@ -123,7 +123,7 @@ def test_bench_writes_both_workloads_to_the_named_folder_and_leaves_the_checkout
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["mode"] == "tiny" and len(results["load_average_at_start"]) == 3
     rows = results["scenarios"]
-    for key in ("R1", "R1-cpu", "R1-conv", "R7", "R7-start", "B1", "B1-128", "B1-cpu", "B7"):
+    for key in ("R1", "R1-cpu", "R1-conv", "R5", "R7", "R7-start", "B1", "B1-128", "B1-cpu", "B7"):
         assert rows[key]["value"] is not None, (key, rows[key])  # measured, not an error row
     real = rows["R1"]["figures"]
     assert real["C=128"]["llm_calls_per_conversation"] == 6 and real["C=128"]["failed"] == 0

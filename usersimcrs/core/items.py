@@ -112,11 +112,18 @@ class FuzzyTitleIndex:
     def __init__(self, choices: list[str]) -> None:
         self.choices = choices
         self.lengths = [len(choice) for choice in choices]
-        postings: dict[str, list[int]] = {}
+        postings: dict[str, dict[int, list[int]]] = {}  # bigram -> title length -> indexes
         for index, choice in enumerate(choices):
-            for gram in {choice[i : i + 2] for i in range(len(choice) - 1)}:
-                postings.setdefault(gram, []).append(index)
-        self.postings = {gram: frozenset(indexes) for gram, indexes in postings.items()}
+            size = len(choice)
+            for gram in {choice[i : i + 2] for i in range(size - 1)}:
+                postings.setdefault(gram, {}).setdefault(size, []).append(index)
+        self.postings = {
+            gram: {size: frozenset(indexes) for size, indexes in by_size.items()} for gram, by_size in postings.items()
+        }
+        self.counts = {gram: sum(map(len, by_size.values())) for gram, by_size in self.postings.items()}
+        self.by_length: dict[int, list[int]] = {}
+        for index, size in enumerate(self.lengths):
+            self.by_length.setdefault(size, []).append(index)
 
     def candidates(self, query: str, min_score: float) -> list[int] | None:
         """Indexes (ascending) of the choices that may score >= `min_score`; None: no bound applies (scan all)."""
@@ -126,26 +133,27 @@ class FuzzyTitleIndex:
             return None
         low = math.ceil(size * cut / (2 - cut))  # 2 * min(l1, l2) / (l1 + l2) >= cut
         high = math.floor(size * (2 - cut) / cut)
+        window = range(low, high + 1)
         grams: dict[str, int] = {}
         for i in range(size - 1):
             gram = query[i : i + 2]
             grams[gram] = grams.get(gram, 0) + 1
-        total = size - 1
         need = min(  # bigrams every admissible candidate shares with the query, at least
-            max(size, other) - 1 - 2 * math.floor((1 - cut) * (size + other)) for other in range(low, high + 1)
+            max(size, other) - 1 - 2 * math.floor((1 - cut) * (size + other)) for other in window
         )
-        lengths = self.lengths
         if need <= 0:
-            return [i for i in range(len(lengths)) if low <= lengths[i] <= high]
-        empty: frozenset[int] = frozenset()
-        rarest = sorted(grams, key=lambda g: len(self.postings.get(g, empty)))
-        cover, chosen = 0, []
-        for gram in rarest:  # enough of the rarest bigrams that a title holding none of them falls short
-            chosen.append(self.postings.get(gram, empty))
+            return sorted(i for length in window for i in self.by_length.get(length, ()))
+        chosen: list[frozenset[int]] = []
+        cover = 0
+        for gram in sorted(grams, key=lambda g: self.counts.get(g, 0)):
+            # enough of the rarest bigrams that a title holding none of them falls short of `need`
+            by_size = self.postings.get(gram)
+            if by_size:
+                chosen.extend(by_size[length] for length in window if length in by_size)
             cover += grams[gram]
-            if cover >= total - need + 1:
+            if cover >= size - 1 - need + 1:
                 break
-        return sorted(i for i in empty.union(*chosen) if low <= lengths[i] <= high)
+        return sorted(frozenset().union(*chosen))
 
 
 class ItemCollection:
