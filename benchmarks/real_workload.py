@@ -69,6 +69,8 @@ def run_figures(
         "mean_call_ms": round(r.llm_wait_s / max(1, r.llm_calls) * 1000, 1),
         "cpu_ms_per_llm_call": round(r.cpu_s / max(1, r.llm_calls) * 1000, 2),
         "cpu_ms_per_conversation": round(r.cpu_s / max(1, r.conversations) * 1000, 2),
+        # the kernel's share (socket work; on a busy machine it also bills other traffic's softirqs here)
+        "user_cpu_ms_per_conversation": round(r.cpu_user_s / max(1, r.conversations) * 1000, 2),
         "toolkit_cpu_s": round(r.cpu_s, 2),
         "server_cpu_s": {k: None if v is None else round(v, 2) for k, v in servers_cpu_s.items()},
         "server_cpu_ms_per_conversation": None if servers is None else round(servers / r.conversations * 1000, 2),

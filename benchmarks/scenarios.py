@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -114,17 +115,19 @@ class RunFigures:
     crs_s: float
     profile_s: float
     cpu_s: float = 0.0
+    cpu_user_s: float = 0.0  # of cpu_s: in user mode (the rest is the kernel's, socket work included)
 
 
 async def _timed_run_async(config: RunConfig, out_dir: Path) -> RunFigures:
     context = build_context(config, out_dir)
     timed = TimedLLMs(context.llms)
     context.llms = timed  # type: ignore[assignment]
-    cpu_started = time.process_time()
+    cpu_started, times_started = time.process_time(), os.times()
     try:
         summary = await run_async(config, out_dir, overwrite=True, context=context)
     finally:
         cpu_s = time.process_time() - cpu_started
+        cpu_user_s = os.times().user - times_started.user
         await close_context(context)
     sim_s = crs_s = profile_s = 0.0
     for record in iter_jsonl(out_dir / "dialogues.jsonl"):
@@ -143,6 +146,7 @@ async def _timed_run_async(config: RunConfig, out_dir: Path) -> RunFigures:
         crs_s=crs_s,
         profile_s=profile_s,
         cpu_s=cpu_s,
+        cpu_user_s=cpu_user_s,
     )
 
 

@@ -1,8 +1,9 @@
 """Items and item collections loaded from CSV, with lookup by ID and by (fuzzy) title.
 
 Title lookup is an index: exact and normalised keys are dict hits; a miss is scored with rapidfuzz
-only against the titles that can reach the score cutoff (`FuzzyTitleIndex`: a length window and a
-bigram count filter that provably keep every title the full scan would accept); and every answer,
+only against the titles that can reach the score cutoff (`FuzzyTitleIndex`, built after the first
+FUZZY_INDEX_AFTER misses: a length window and a bigram count filter that provably keep every title
+the full scan would accept); and every answer,
 hits and misses alike, is remembered for the collection's lifetime (one run), so a CRS naming the
 same unknown title again costs a dict lookup (issue #22: unremembered misses, a full fuzzy scan of
 13.8k titles each, were a fifth of the engine's CPU against the iEvaLM server).
@@ -86,6 +87,9 @@ class Item(BaseModel):
 
 
 MEMO_LIMIT = 100_000  # remembered title lookups per collection (oldest forgotten first)
+# fuzzy searches that scan every title before the bigram index is built: building it costs about
+# as much as 100-200 scans of 13.8k titles, which a short run (or a run's first record) need not pay
+FUZZY_INDEX_AFTER = 32
 
 
 @dataclass
@@ -112,15 +116,20 @@ class FuzzyTitleIndex:
     def __init__(self, choices: list[str]) -> None:
         self.choices = choices
         self.lengths = [len(choice) for choice in choices]
-        postings: dict[str, dict[int, list[int]]] = {}  # bigram -> title length -> indexes
+        postings: dict[tuple[str, int], list[int]] = {}  # (bigram, title length) -> indexes, ascending
+        counts: dict[str, int] = {}  # bigram -> titles holding it
         for index, choice in enumerate(choices):
             size = len(choice)
             for gram in {choice[i : i + 2] for i in range(size - 1)}:
-                postings.setdefault(gram, {}).setdefault(size, []).append(index)
-        self.postings = {
-            gram: {size: frozenset(indexes) for size, indexes in by_size.items()} for gram, by_size in postings.items()
-        }
-        self.counts = {gram: sum(map(len, by_size.values())) for gram, by_size in self.postings.items()}
+                key = (gram, size)
+                found = postings.get(key)
+                if found is None:
+                    postings[key] = [index]
+                else:
+                    found.append(index)
+                counts[gram] = counts.get(gram, 0) + 1
+        self.postings = postings
+        self.counts = counts
         self.by_length: dict[int, list[int]] = {}
         for index, size in enumerate(self.lengths):
             self.by_length.setdefault(size, []).append(index)
@@ -143,17 +152,17 @@ class FuzzyTitleIndex:
         )
         if need <= 0:
             return sorted(i for length in window for i in self.by_length.get(length, ()))
-        chosen: list[frozenset[int]] = []
+        chosen: list[list[int]] = []
         cover = 0
+        postings = self.postings
         for gram in sorted(grams, key=lambda g: self.counts.get(g, 0)):
             # enough of the rarest bigrams that a title holding none of them falls short of `need`
-            by_size = self.postings.get(gram)
-            if by_size:
-                chosen.extend(by_size[length] for length in window if length in by_size)
+            if gram in self.counts:
+                chosen.extend(postings[gram, length] for length in window if (gram, length) in postings)
             cover += grams[gram]
             if cover >= size - 1 - need + 1:
                 break
-        return sorted(frozenset().union(*chosen))
+        return sorted(set().union(*chosen))
 
 
 class ItemCollection:
@@ -164,7 +173,9 @@ class ItemCollection:
         # title indexes, built on the first title lookup (loading 13.8k items then costs half as much:
         # start-up to a run's first LLM call does not pay for indexes that some runs never use)
         self._titles: tuple[dict[str, list[str]], dict[str, list[str]]] | None = None
-        self._fuzzy: FuzzyTitleIndex | None = None  # built on the first fuzzy search
+        self._fuzzy: FuzzyTitleIndex | None = None  # built after FUZZY_INDEX_AFTER fuzzy searches
+        self._choices: list[str] | None = None  # the normalised titles, scanned until then
+        self._scans = 0
         self._memo: dict[tuple[str, bool, float], TitleMatch] = {}
         self.title_stats = TitleLookupStats()
         for item in items:
@@ -175,6 +186,7 @@ class ItemCollection:
         if self._titles is not None:
             _index_title(item, *self._titles)
         self._fuzzy = None
+        self._choices = None
         self._memo.clear()
 
     @property
@@ -284,10 +296,15 @@ class ItemCollection:
         `fuzz.ratio`), best first, ties in catalogue order: what a scan of every title gives."""
         from rapidfuzz import fuzz, process
 
+        self.title_stats.fuzzy_searches += 1
         if self._fuzzy is None:
+            if self._scans < FUZZY_INDEX_AFTER:
+                self._scans += 1
+                choices = self._choices = self._choices or list(self._by_title)
+                self.title_stats.titles_scored += len(choices)
+                return process.extract(key, choices, scorer=fuzz.ratio, limit=5, score_cutoff=min_score)
             self._fuzzy = FuzzyTitleIndex(list(self._by_title))
         index = self._fuzzy
-        self.title_stats.fuzzy_searches += 1
         pool = index.candidates(key, min_score)
         if pool is None:
             self.title_stats.titles_scored += len(index.choices)
