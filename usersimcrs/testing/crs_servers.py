@@ -462,6 +462,8 @@ class IEvaLMApp(ProtocolApp):
         )
         if genres and (named or wants_more(message) or self.every_turn):
             movies = self.pick(genres, set(shown), start)
+            if not movies and self.every_turn:  # the genre is used up: anything not shown yet
+                movies = self.pick([], set(shown), start)
             shown.extend(m.id for m in movies)
             written = [self.titles.write(m) for m in movies]
             lines = "".join(f"{i}: {title}  \n" for i, (title, _) in enumerate(written, start=1))

@@ -7,8 +7,9 @@ user's scan of their ratings, held-out targets, seen items, preferences, persona
 per user and run as that user's `UserBasis`, and every conversation of the user shares its seen
 items and preferences, read-only: their lists and mappings refuse changes (`ReadOnlyList`,
 `ReadOnlyDict`), so no conversation can alter another's user, and the seen items' serialised
-forms are computed once per user (`usersimcrs.core.profile.profile_id`, `compact_profile`). Copying a 166-item rating history
-per conversation was a fifth of the engine's CPU on the MovieLens sample (issue #22).
+forms are computed once per user (`usersimcrs.core.profile.profile_id`, `compact_profile`).
+Copying a 166-item rating history per conversation was a fifth of the engine's CPU on the
+MovieLens sample (issue #22).
 """
 
 from __future__ import annotations
