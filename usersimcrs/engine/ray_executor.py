@@ -22,6 +22,7 @@ from usersimcrs.core.usage import add_summaries
 from usersimcrs.errors import UserError
 
 CHUNKS_PER_CPU = 4
+CANCEL_GRACE_S = 5.0  # wait for tasks about to finish before cancelling the rest
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,21 @@ async def _chunk_result(ray: Any, future: Any) -> ChunkResult:
         raise
 
 
+def _cancel_unfinished(ray: Any, refs: list[Any]) -> None:
+    """Cancel the tasks a stopped run leaves behind, after a short wait for those about to finish.
+
+    Cancelling a task at the moment it completes trips a check in Ray's task manager that ends the
+    driver process (seen after a plug-in config error, when every task fails at once); tasks that
+    finish within the wait are not cancelled at all. A plain cancel: a forced one kills workers
+    mid-call, which can take the local Ray node (and the driver) down.
+    """
+    if not refs:
+        return
+    _, unfinished = ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S)
+    for ref in unfinished:
+        ray.cancel(ref)
+
+
 async def iter_conversations_ray(
     config: RunConfig,
     indices: Iterable[int],
@@ -148,10 +164,6 @@ async def iter_conversations_ray(
             for record in result.dialogues:
                 yield Dialogue.model_validate(record)
     finally:
-        # a plain cancel: pending tasks are dropped, running ones interrupted in their worker; a forced
-        # cancel kills worker processes mid-call, which can take the local Ray node (and the driver) down
-        for future, ref in futures.items():
-            if not future.done():
-                ray.cancel(ref)
+        _cancel_unfinished(ray, [ref for future, ref in futures.items() if not future.done()])
         if started_here:
             ray.shutdown()
