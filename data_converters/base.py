@@ -200,5 +200,7 @@ converters: Registry[type[Converter]] = Registry(
         "movielens": "data_converters.movielens:MovieLensConverter",
         "crsarena-dial": "data_converters.crsarena_dial:CRSArenaDialConverter",
         "crsarena_dial": "data_converters.crsarena_dial:CRSArenaDialConverter",
+        "crsarena-eval": "data_converters.crsarena_eval:CRSArenaEvalConverter",
+        "crsarena_eval": "data_converters.crsarena_eval:CRSArenaEvalConverter",
     },
 )

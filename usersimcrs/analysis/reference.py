@@ -54,8 +54,9 @@ def read_reference(path: str | Path) -> pd.DataFrame:
     return long[["conversation_id", "name", "value", "rater"]]
 
 
-def read_judge_records(path: str | Path) -> list[dict[str, Any]]:
-    """Judgments from our judgments.jsonl or from an anchor-layout JSON file."""
+def read_judge_records(path: str | Path, name: str | None = None) -> list[dict[str, Any]]:
+    """Judgments from our judgments.jsonl, an anchor-layout JSON file or a CRSArena-Eval run file
+    (its predictions become records of judge `name`, default the file's stem)."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: file not found")
@@ -64,9 +65,15 @@ def read_judge_records(path: str | Path) -> list[dict[str, Any]]:
     from usersimcrs.analysis.anchor_judgments import read_anchor_judgments
 
     try:
-        json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
         return list(iter_jsonl(path))
+    from usersimcrs.core.crsarena_eval import looks_like_run_file, parse_run_file
+
+    if looks_like_run_file(data):
+        from usersimcrs.analysis.aspect_tables import run_file_records
+
+        return run_file_records(parse_run_file(data, str(path)), name or path.stem)
     return read_anchor_judgments(path)
 
 

@@ -29,6 +29,8 @@ COMMAND_MODULES = [
     "bench",
     "nlu_eval",
     "meta_eval",
+    "evaluator",
+    "export_run",
     "fidelity",
     "studio",
 ]

@@ -18,8 +18,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--scores",
-        required=True,
-        help="comma-separated: rule metrics (satisfaction, turns, ...) and/or judge scores <judge>:<name>",
+        help="comma-separated: rule metrics (satisfaction, turns, ...) and/or judge scores <judge>:<name> "
+        "(compared with one reference per conversation); without it, a corpus with per-aspect ratings "
+        "(convert crsarena-eval) is meta-evaluated per aspect",
+    )
+    parser.add_argument(
+        "--aspects",
+        help="per-aspect mode: 'official' (the 7 aspects of the official rule, default), 'all' or a "
+        "comma-separated list (relevance, interestingness, understanding, ...)",
+    )
+    parser.add_argument(
+        "--published",
+        metavar="FILE",
+        help="published figures to show beside the run's (baselines.json of CRSArena-Eval); cited, not recomputed",
+    )
+    parser.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="per-aspect mode: leave out the surface baselines (DialogueKit satisfaction, lengths, turn position)",
     )
     parser.add_argument("--output", "-o", help="folder for meta_eval.csv and report.html (default: PATH/meta_eval)")
     parser.add_argument("--reference-key", help="which metadata.reference value to compare with (default: satisfied)")
@@ -31,8 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--judgments",
         action="append",
         default=[],
-        metavar="FILE",
-        help="outside judgments (judgments.jsonl or the anchor's JSON) joined by conversation_id",
+        metavar="[NAME=]FILE",
+        help="outside judgments joined by conversation_id: judgments.jsonl, the anchor's JSON or a CRSArena-Eval "
+        "run file (its predictions are judge NAME, default the file name)",
     )
     parser.add_argument(
         "--human",
@@ -54,11 +71,63 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from usersimcrs.pipeline.meta_eval import meta_eval
-    from usersimcrs.report.meta_eval_report import caveat_table, human_ranking_table
-    from usersimcrs.report.tables import markdown_table
+    from usersimcrs.errors import UserError
+    from usersimcrs.pipeline.aspect_meta_eval import has_aspect_references
 
     output = args.output or str(Path(args.path) / "meta_eval")
+    if args.scores:
+        return _scores(args, output)
+    if args.aspects or has_aspect_references(args.path):
+        return _aspects(args, output)
+    raise UserError(
+        "give --scores (e.g. --scores satisfaction,turns); the per-aspect mode needs conversations with "
+        "per-aspect ratings (usersimcrs convert crsarena-eval)"
+    )
+
+
+def _aspects(args: argparse.Namespace, output: str) -> int:
+    from pathlib import Path
+
+    from usersimcrs.pipeline.aspect_meta_eval import meta_eval_aspects
+    from usersimcrs.report.meta_eval_report import ASPECT_VIEWS
+    from usersimcrs.report.tables import markdown_table
+
+    result = meta_eval_aspects(
+        args.path,
+        output,
+        aspects=args.aspects or "official",
+        judgments=args.judgments,
+        published=args.published,
+        baselines=not args.no_baselines,
+        resamples=args.resamples,
+        seed=args.seed,
+        report=not args.no_report,
+    )
+    rated = ", ".join(f"{k} {v}" for k, v in result.gold.items())
+    print(
+        f"{result.n_conversations} conversations; rated pairs: {rated}; official rule per group "
+        f"({', '.join(result.groups)}); CIs: {result.ci_method}, {result.resamples} resamples, seed {result.seed}; "
+        "* = best of the column"
+    )
+    for group in result.groups:
+        for caption, statistics, ci in ASPECT_VIEWS:
+            if ci and statistics == ("pearson",):
+                continue  # the CIs of the pooled figures are in meta_eval.csv and the report
+            print(f"\n{group}: {caption}")
+            print(markdown_table(result.wide(group, statistics, ci=ci)), end="")
+    for note in result.notes:
+        print(f"note: {note}")
+    print(f"written: {', '.join(str(Path(output) / f) for f in result.files)}")
+    return 0
+
+
+def _scores(args: argparse.Namespace, output: str) -> int:
+    from pathlib import Path
+
+    from usersimcrs.pipeline.meta_eval import meta_eval
+    from usersimcrs.report.meta_eval_report import caveat_table, human_ranking_table, system_ranking_table
+    from usersimcrs.report.tables import markdown_table
+
     result = meta_eval(
         args.path,
         args.scores.split(","),
@@ -83,6 +152,11 @@ def handle(args: argparse.Namespace) -> int:
         ranking = result.human_ranking
         print(f"human ranking (Bradley-Terry from {ranking.n_battles} votes, ties as half wins):")
         print(markdown_table(human_ranking_table(ranking)), end="")
+    for score in result.scores:
+        table = system_ranking_table(result, score)
+        if not table.empty:
+            print(f"system ranking by {score} (mean per system) against the human ranking ({result.human_source}):")
+            print(markdown_table(table), end="")
     for note in result.notes:
         print(f"note: {note}")
     print(f"written: {', '.join(str(Path(output) / f) for f in result.files)}")

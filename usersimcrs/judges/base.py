@@ -124,6 +124,10 @@ class Judge(ABC):
 
     name: ClassVar[str] = "abstract"
     Config: ClassVar[type[JudgeOptions]] = JudgeOptions
+    uses_llm: ClassVar[bool] = True
+    """False for a judge that calls no LLM (a learned model): `--model` then names its model file."""
+    min_system_turns: ClassVar[int] = 2
+    """Conversations with fewer system turns are skipped unless asked (see `judges.runner.invalid_reason`)."""
 
     def __init__(self, config: JudgeOptions | None = None) -> None:
         self.config = config if config is not None else self.Config()
@@ -144,6 +148,10 @@ class Judge(ABC):
     @abstractmethod
     def plan(self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None = None) -> list[PlannedCall]:
         """The calls `score` would make on a first attempt (for `--dry-run`)."""
+
+    def names_for(self, dialogue: Dialogue) -> list[str]:
+        """The names that must be stored for `dialogue` to count as judged (per-turn judges list one per turn)."""
+        return self.all_names()
 
     def all_names(self) -> list[str]:
         """Every judgment name that must be stored for a conversation to count as done (own and reused)."""
@@ -205,5 +213,7 @@ judges: Registry[type[Judge]] = Registry(
         "debate": "usersimcrs.judges.debate:DebateJudge",
         "pepper": "usersimcrs.judges.pepper:PepperJudge",
         "persuasiveness": "usersimcrs.judges.persuasiveness:PersuasivenessJudge",
+        "crsarena": "usersimcrs.judges.crsarena:CRSArenaJudge",
+        "learned": "usersimcrs.judges.learned.judge:LearnedJudge",
     },
 )

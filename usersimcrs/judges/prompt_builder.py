@@ -340,6 +340,35 @@ def criterion_messages(
     return build_messages(layout.instructions(rubric), payload, request, p)
 
 
+def turn_messages(
+    rubric: Rubric,
+    criterion: Criterion,
+    view: ConversationView,
+    turn: int,
+    *,
+    layout: PromptLayout | None = None,
+    score_key: str = "rating",
+    text_key: str = "rationale",
+) -> list[Message]:
+    """The prompt for rating one per-turn criterion on the SYSTEM turn numbered `turn` in the data:
+    the same system text and data block (the whole conversation) as every other call of the
+    conversation, so a prefix cache serves all turns; only the request names the turn."""
+    layout = layout or default_layout(rubric)
+    p = layout.prompts
+    low, high = rubric.scale
+    scores = ", ".join(map(str, rubric.valid_scores(criterion)))
+    request = "\n\n".join(
+        [
+            *extra_block(view, [criterion], p),
+            *layout.guideline(rubric, [criterion]),
+            p.text("turn_request", title=criterion.title, name=criterion.name, scores=scores, turn=turn),
+            output_instructions(score_key, text_key, low, high, p.criterion_text_hint, p),
+        ]
+    )
+    payload = view.payload(shared_inputs(layout.criteria))
+    return build_messages(layout.instructions(rubric), payload, request, p)
+
+
 def batch_messages(
     rubric: Rubric,
     criteria: list[Criterion],

@@ -38,6 +38,7 @@ PLACEHOLDERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "data_rules": (frozenset({"open", "close"}), frozenset({"open", "close"})),
     "extra_data": (frozenset({"open", "close"}), frozenset({"open", "close"})),
     "criterion_request": (frozenset({"title", "name", "scores"}), frozenset()),
+    "turn_request": (frozenset({"title", "name", "scores", "turn"}), frozenset({"turn"})),
     "answer_format": (
         frozenset({"text_key", "score_key", "text_hint", "low", "high"}),
         frozenset({"text_key", "score_key"}),
@@ -79,6 +80,7 @@ class JudgePrompts(BaseModel):
     data_rules: str
     extra_data: str
     criterion_request: str
+    turn_request: str
     answer_format: str
     criterion_text_hint: str
     correction: str

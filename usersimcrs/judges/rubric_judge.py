@@ -16,7 +16,13 @@ from usersimcrs.judges.base import Judge, JudgeOptions, Judgment, PlannedCall, g
 from usersimcrs.judges.components import criterion_chain
 from usersimcrs.judges.estimate import expected_completion_tokens, prompt_tokens
 from usersimcrs.judges.parsing import BatchSpec, ScoreSpec, ask_batch, ask_score, model_key
-from usersimcrs.judges.prompt_builder import ConversationView, PromptLayout, batch_messages, criterion_messages
+from usersimcrs.judges.prompt_builder import (
+    ConversationView,
+    PromptLayout,
+    batch_messages,
+    criterion_messages,
+    turn_messages,
+)
 from usersimcrs.judges.prompt_text import load_judge_prompts
 from usersimcrs.judges.rubrics import Criterion, Rubric, load_rubric
 
@@ -70,13 +76,16 @@ class RubricJudge(Judge):
         allowed = tuple(float(v) for v in criterion.allowed) if criterion.allowed is not None else None
         return ScoreSpec(low=low, high=high, allowed=allowed, text_chars=self.config.rationale_chars)
 
+    def scale_of(self, criterion: Criterion) -> tuple[float, float]:
+        """The scale recorded on a criterion's judgments (the rubric's)."""
+        return (float(self.rubric.scale[0]), float(self.rubric.scale[1]))
+
     def _judgment(self, view: ConversationView, criterion: Criterion, **fields) -> Judgment:
         return Judgment(
             conversation_id=view.conversation_id,
             judge=self.name,
-            name=criterion.name,
-            scale=(float(self.rubric.scale[0]), float(self.rubric.scale[1])),
-            **{"mode": self.mode, **fields},
+            scale=self.scale_of(criterion),
+            **{"name": criterion.name, "mode": self.mode, **fields},
         )
 
     def pending(self, existing: Mapping[str, Judgment] | None) -> list[Criterion]:
@@ -95,19 +104,26 @@ class RubricJudge(Judge):
         return self.layout if longest + self.config.max_tokens <= window else self.compact_layout
 
     async def score_criterion(
-        self, view: ConversationView, criterion: Criterion, context: RunContext, layout: PromptLayout | None = None
+        self,
+        view: ConversationView,
+        criterion: Criterion,
+        context: RunContext,
+        layout: PromptLayout | None = None,
+        turn: tuple[int, str] | None = None,
     ) -> Judgment:
         """One criterion: a missing input is recorded without a call; otherwise ask with retries.
 
+        `turn`: (number of the SYSTEM turn in the data, judgment name) for a per-turn criterion.
         A configuration error (no key, unknown backend) is raised: no criterion could be scored.
         """
         component = self.component(criterion)
+        named = {} if turn is None else {"name": turn[1]}
         try:
             llm = context.llm(component)
         except UserError:
             raise
         except Exception as exc:  # noqa: BLE001 - any other failure to get the LLM is recorded
-            return self._judgment(view, criterion, value=None, status="llm_error", error=str(exc)[:500])
+            return self._judgment(view, criterion, value=None, status="llm_error", error=str(exc)[:500], **named)
         missing = view.missing(criterion.inputs)
         if missing:
             return self._judgment(
@@ -117,8 +133,14 @@ class RubricJudge(Judge):
                 status="missing_input",
                 model=model_key(llm),
                 error=f"the conversation has no {', '.join(missing)}",
+                **named,
             )
-        messages = criterion_messages(self.rubric, criterion, view, layout=layout or self.layout_for(view, llm))
+        layout = layout or self.layout_for(view, llm)
+        messages = (
+            criterion_messages(self.rubric, criterion, view, layout=layout)
+            if turn is None
+            else turn_messages(self.rubric, criterion, view, turn[0], layout=layout)
+        )
         outcome = await ask_score(
             llm,
             messages,
@@ -141,6 +163,7 @@ class RubricJudge(Judge):
             usage=outcome.usage,
             attempts=outcome.attempts,
             raw=None if outcome.status == "ok" else {"replies": outcome.replies},
+            **named,
         )
 
     async def score_batch(

@@ -23,11 +23,11 @@ RETRY_ON_RESUME = ("llm_error",)
 """Statuses that a later `judge` invocation tries again (transient failures); others are final."""
 
 
-def invalid_reason(dialogue: Dialogue) -> str | None:
-    """Why a conversation should not be judged: it failed, or the system spoke fewer than twice."""
+def invalid_reason(dialogue: Dialogue, min_system_turns: int = MIN_SYSTEM_TURNS) -> str | None:
+    """Why a conversation should not be judged: it failed, or the system spoke fewer than `min_system_turns` times."""
     if dialogue.status != "ok":
         return "failed"
-    if len(dialogue.agent_turns) < MIN_SYSTEM_TURNS:
+    if len(dialogue.agent_turns) < min_system_turns:
         return "too_few_system_turns"
     return None
 
@@ -47,10 +47,13 @@ ModelOf = Callable[[str], str]
 """Judgment name -> the ``backend:model`` that would produce it now."""
 
 
-def existing_for(judge: Judge, records: Iterable[Judgment], model_of: ModelOf) -> dict[str, Judgment]:
+def existing_for(
+    judge: Judge, records: Iterable[Judgment], model_of: ModelOf, names: Iterable[str] | None = None
+) -> dict[str, Judgment]:
     """The stored judgments `judge` should not redo, by name: its own and those of the judges it reuses,
-    made by the model that would judge each name now (another model's judgments are not this one's)."""
-    wanted = set(judge.all_names())
+    made by the model that would judge each name now (another model's judgments are not this one's).
+    `names`: the names wanted for this conversation (default `judge.all_names()`)."""
+    wanted = set(names if names is not None else judge.all_names())
     order = [*judge.reused_judges(), judge.name]  # own records win over reused ones of the same name
     chosen: dict[str, Judgment] = {}
     for judge_name in order:
@@ -60,9 +63,9 @@ def existing_for(judge: Judge, records: Iterable[Judgment], model_of: ModelOf) -
     return chosen
 
 
-def is_done(judge: Judge, existing: Mapping[str, Judgment]) -> bool:
-    """Whether every judgment `judge` needs for a conversation is stored already."""
-    return all(n in existing for n in judge.all_names())
+def is_done(judge: Judge, existing: Mapping[str, Judgment], names: Iterable[str] | None = None) -> bool:
+    """Whether every judgment `judge` needs for a conversation (`names`, default all) is stored already."""
+    return all(n in existing for n in (names if names is not None else judge.all_names()))
 
 
 @dataclass
@@ -126,12 +129,13 @@ def select(
     todo = []
     for dialogue in dialogues:
         summary.conversations += 1
-        reason = invalid_reason(dialogue)
+        reason = invalid_reason(dialogue, judge.min_system_turns)
         if reason is not None and not include_invalid:
             summary.skipped_invalid[reason] += 1
             continue
-        existing = existing_for(judge, stored.get(dialogue.conversation_id, []), model_of)
-        if is_done(judge, existing):
+        names = judge.names_for(dialogue)
+        existing = existing_for(judge, stored.get(dialogue.conversation_id, []), model_of, names)
+        if is_done(judge, existing, names):
             summary.already_done += 1
             continue
         todo.append((dialogue, existing))

@@ -156,7 +156,10 @@ def build_judge(request: JudgeRequest) -> Judge:
     if request.debate and request.judge != "core12":
         raise UserError("--debate works with --judge core12 (the debate argues from CoRE's factor results)")
     cls = judges.get("debate" if request.debate else request.judge)
-    return cls(validate(cls.Config, judge_options(request), source=f"judge {request.judge}", prefix="option"))
+    options = judge_options(request)
+    if not cls.uses_llm and request.model:  # a judge without an LLM reads --model as its model file
+        options["model"] = request.model
+    return cls(validate(cls.Config, options, source=f"judge {request.judge}", prefix="option"))
 
 
 def base_llm_config(request: JudgeRequest, manifest: dict[str, Any]) -> LLMConfig:
@@ -214,7 +217,8 @@ async def judge_async(
         raise UserError(f"{folder.path}: no {folder.dialogues_path.name} (is this a run folder?)")
     judge = build_judge(request)
     with folder.lock("judge"):
-        config = llm if llm is not None else base_llm_config(request, folder.read_manifest())
+        llm_request = request if judge.uses_llm else request.model_copy(update={"model": None})
+        config = llm if llm is not None else base_llm_config(llm_request, folder.read_manifest())
         if models is None:
             models = load_models_map(request.models_file) if request.models_file else {}
         with scrubbing_logs(Secrets.from_config({"llm": config, "models": models})):

@@ -220,7 +220,11 @@ def meta_eval(
     ref_table = read_reference(reference_csv) if reference_csv else None
     available = sorted(set(ref_table["name"])) if ref_table is not None else _reference_keys(sources)
     key = choose_reference_key(available, reference_key)
-    outside = [r for f in judgments for r in read_judge_records(f)]
+    from usersimcrs.pipeline.aspect_meta_eval import judgment_spec
+
+    outside = [
+        r for spec in judgments for r in read_judge_records(judgment_spec(str(spec))[1], judgment_spec(str(spec))[0])
+    ]
     table = _conversation_table(sources, scores, key, outside, ref_table)
     labelled = table[table["reference"].notna()]
     if labelled.empty:

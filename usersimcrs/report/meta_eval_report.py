@@ -12,6 +12,7 @@ from usersimcrs.report import plots
 from usersimcrs.report.html import Report
 
 if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.analysis.aspect_agreement import AspectMetaEvalResult
     from usersimcrs.analysis.meta_eval import MetaEvalResult
 
 
@@ -37,6 +38,29 @@ def human_ranking_table(ranking: BattleRanking) -> pd.DataFrame:
         for s in ranking.systems
     ]
     return pd.DataFrame(rows, columns=["system", "bt", "ci_low", "ci_high", "battles", "w-l-t", "elo"])
+
+
+def system_ranking_table(result: MetaEvalResult, score: str) -> pd.DataFrame:
+    """One score's ranking of systems beside the human one: mean (n) and rank, human score and rank.
+
+    Ranks are 1 = best with average ranks for ties; a system without a mean or a human score has no rank.
+    """
+    systems = result.systems_table()
+    part = systems[systems["score"] == score].set_index("system")
+    if part.empty:
+        return pd.DataFrame()
+    table = pd.DataFrame(
+        {
+            "system": part.index,
+            "mean": part["mean"].to_numpy(),
+            "n": part["n"].to_numpy(),
+            "rank": part["mean"].rank(ascending=False, method="average").to_numpy(),
+            "human": part["human"].to_numpy(),
+            "human_n": part["human_n"].to_numpy(),
+            "human_rank": part["human"].rank(ascending=False, method="average").to_numpy(),
+        }
+    )
+    return table.sort_values(["human_rank", "rank", "system"], na_position="last").reset_index(drop=True)
 
 
 def add_meta_eval_section(report: Report, result: MetaEvalResult) -> None:
@@ -146,4 +170,63 @@ def build_meta_eval_report(result: MetaEvalResult) -> Report:
         title="Meta-evaluation against humans", subtitle=f"{result.path} · scores: {', '.join(result.scores)}"
     )
     add_meta_eval_section(report, result)
+    return report
+
+
+def evaluators_table(result: AspectMetaEvalResult) -> pd.DataFrame:
+    """Who is in the aspect table, where their predictions come from and how many there were."""
+    return pd.DataFrame(
+        [e.model_dump() for e in result.evaluators],
+        columns=["name", "source", "origin", "predictions", "failed", "note"],
+    )
+
+
+ASPECT_VIEWS = (
+    ("official rule (pooled): Pearson r and Spearman rho", ("pearson", "spearman"), False),
+    ("pooled Pearson r with 95% CI", ("pearson",), True),
+    ("within-system Pearson r (n-weighted mean over CRSs) with 95% CI", ("within_pearson",), True),
+    ("system level: Kendall tau-b of CRS means with 95% CI", ("system_kendall",), True),
+)
+
+
+def build_aspect_report(result: AspectMetaEvalResult) -> Report:
+    """A standalone report for one aspect meta-evaluation: the tables per group, intervals, evaluators."""
+    report = Report(
+        title="Meta-evaluation against human ratings per aspect",
+        subtitle=f"{result.path} · aspects: {', '.join(result.aspects)}",
+    )
+    report.section("Setup")
+    rated = ", ".join(f"{k} {v}" for k, v in result.gold.items())
+    report.text(
+        f"{result.n_conversations} conversations; rated pairs per aspect: {rated}. Figures follow the official "
+        f"rule of CRSArena-Eval (pairs by conversation and assistant turn, pooled per dataset group, scipy "
+        f"Pearson and Spearman). CIs: {result.ci_method}, {result.resamples} resamples, seed {result.seed}. "
+        "'*' marks the best figure of a column (published figures included)."
+    )
+    for note in result.notes:
+        report.text(note, note=True)
+    report.table("evaluators", evaluators_table(result), caption="Evaluators and where their predictions come from")
+    table = result.table()
+    for group in result.groups:
+        report.section(f"Group: {group}")
+        for caption, statistics, ci in ASPECT_VIEWS:
+            name = f"aspects_{group}_{'_'.join(statistics)}{'_ci' if ci else ''}"
+            report.table(name, result.wide(group, statistics, ci=ci), caption=caption)
+        part = table[(table["group"] == group) & (table["statistic"] == "pearson") & table["ci_low"].notna()]
+        if not part.empty:
+            part = part.assign(label=part["evaluator"] + " · " + part["aspect"])
+            report.plot(
+                f"aspect_intervals_{group}",
+                plots.interval_bars(
+                    part,
+                    label="label",
+                    value="value",
+                    low="ci_low",
+                    high="ci_high",
+                    xlabel="Pearson r with humans (95% CI)",
+                    title=f"Agreement per aspect ({group})",
+                    reference=0.0,
+                ),
+                caption="Pooled Pearson r of each evaluator and aspect with its bootstrap CI",
+            )
     return report

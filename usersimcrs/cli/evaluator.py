@@ -1,0 +1,101 @@
+"""`usersimcrs evaluator train|predict|cv`: the zero-LLM learned evaluator (see docs/meta-evaluation.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "evaluator",
+        help="the learned evaluator: train it on rated conversations, score runs with it, cross-validate it",
+        description="A zero-LLM evaluator of CRSArena-Eval's aspects, fitted on conversations with human ratings "
+        "(usersimcrs convert crsarena-eval). See docs/meta-evaluation.md.",
+    )
+    commands = parser.add_subparsers(dest="evaluator_command", metavar="ACTION", required=True)
+
+    train = commands.add_parser("train", help="fit a model on a converted corpus with per-aspect ratings")
+    train.add_argument("--data", required=True, help="converted corpus (run folder or matrix) with ratings")
+    train.add_argument("--output", "-o", required=True, metavar="MODEL", help="model file to write (JSON)")
+    train.add_argument("--folds", type=int, default=5, help="cross-validation folds for the hyper-parameters")
+    train.add_argument("--seed", type=int, default=0)
+    train.set_defaults(func=handle_train)
+
+    predict = commands.add_parser("predict", help="score every conversation of a run folder or matrix")
+    predict.add_argument("run", help="run folder or matrix (simulated or human)")
+    predict.add_argument("--model", required=True, help="model file from `evaluator train`")
+    predict.add_argument(
+        "--output", "-o", required=True, metavar="FILE", help="run file to write (CRSArena-Eval format)"
+    )
+    predict.set_defaults(func=handle_predict)
+
+    cv = commands.add_parser("cv", help="nested cross-validation against the human ratings, with CIs")
+    cv.add_argument("--data", required=True, help="converted corpus with per-aspect ratings")
+    cv.add_argument("--output", "-o", required=True, metavar="DIR", help="folder for run files, meta_eval.csv, report")
+    cv.add_argument("--published", metavar="FILE", help="published figures to show beside (baselines.json)")
+    cv.add_argument("--folds", type=int, default=5)
+    cv.add_argument("--seed", type=int, default=0)
+    cv.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    cv.add_argument("--no-leave-one-crs-out", action="store_true", help="only the conversation folds")
+    cv.set_defaults(func=handle_cv)
+
+
+def handle_train(args: argparse.Namespace) -> int:
+    from usersimcrs.pipeline.evaluator import train_evaluator
+
+    result = train_evaluator(args.data, args.output, folds=args.folds, seed=args.seed)
+    print(
+        f"trained on {result.conversations} conversations ({result.turns} assistant turns) in {result.seconds:.1f} s; "
+        f"data sha256 {result.data_sha256[:16]}; model: {result.model}"
+    )
+    print("selection CV (the folds that chose the hyper-parameters; `evaluator cv` gives the nested estimate):")
+    for aspect, figures in result.cv.items():
+        hp = result.hyper_parameters[aspect]
+        print(
+            f"  {aspect}: pearson {figures['pearson']:.3f}, spearman {figures['spearman']:.3f} (n {figures['n']}); "
+            f"alpha {hp['alpha']:g}, linear share {hp['blend']:g}"
+        )
+    return 0
+
+
+def handle_predict(args: argparse.Namespace) -> int:
+    import os
+
+    from usersimcrs.pipeline.evaluator import predict_evaluator
+
+    result = predict_evaluator(args.run, args.model, args.output)
+    load = os.getloadavg()
+    print(
+        f"scored {result.conversations} conversations ({result.turns} assistant turns, "
+        f"{result.failed_conversations_scored} of them failed runs, scored as they are) -> {result.output}"
+    )
+    print(
+        f"throughput: {result.conversations_per_second:,.0f} conversations/s predicting "
+        f"({result.predict_seconds:.2f} s), {result.conversations_per_second_total:,.0f} conversations/s with reading "
+        f"and writing ({result.total_seconds:.2f} s); {os.cpu_count()} CPUs, load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
+    for warning in result.warnings:
+        print(f"warning: {warning}")
+    return 0
+
+
+def handle_cv(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from usersimcrs.pipeline.evaluator import CV_REPORT, cross_validate_evaluator
+
+    result = cross_validate_evaluator(
+        args.data,
+        args.output,
+        folds=args.folds,
+        seed=args.seed,
+        leave_one_crs_out=not args.no_leave_one_crs_out,
+        published=args.published,
+        resamples=args.resamples,
+        progress=lambda text: print(text, file=sys.stderr),
+    )
+    print((Path(result.output) / CV_REPORT).read_text(encoding="utf-8"), end="")
+    print(f"written in {result.seconds:.0f} s: {', '.join(str(Path(result.output) / f) for f in result.files)}")
+    return 0

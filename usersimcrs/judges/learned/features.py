@@ -1,0 +1,395 @@
+"""What the learned evaluator reads from a conversation: numeric features per assistant turn, the
+turn's words, and per-dialogue aggregates. Pure functions of the stored text (and of the user's
+dialogue acts where a simulator annotated them); no LLM, no network.
+
+Per assistant turn, with P the user turn before it and N the user turn after it (the user's
+reaction): how long the reply is, how many titles it names and whether it is a list, whether it
+asks a question, talks about itself or apologises, how much it repeats earlier replies and titles
+and itself, how much of P it picks up; what P asks for (recommendations, reasons) and whether P
+already complained; whether N accepts, rejects, asks why, repeats P's request or picks up the
+reply's titles; the turn's position. A few products pair a request with the kind of reply (a
+"why?" answered with a list). The cue words are data (`cues.yaml`); the model records their hash.
+Any change to what these functions compute must raise `FEATURES_VERSION`, which makes models
+trained before refuse to load.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from importlib import resources
+from typing import Iterable, Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from usersimcrs.core.crsarena_eval import turn_index
+from usersimcrs.core.dialogue import AGENT, Dialogue, Utterance
+from usersimcrs.core.validation import validate
+from usersimcrs.core.yaml_io import parse_yaml_mapping
+
+FEATURES_VERSION = 1
+CUES_FILE = "cues.yaml"
+TEXT_BLOCKS = ("assistant", "previous_user", "next_user")
+"""The words a turn model weighs: the reply, the user turn before it and the user's reaction."""
+
+_TOKEN = re.compile(r"[\w']+")
+_YEAR = re.compile(r"\(\s*(?:19|20)\d\d\s*\)")
+_TITLE_START = re.compile(r"[\n:()]")
+_LIST_LINE = re.compile(r"(?m)^\s*\d{1,2}\s*[:.)]?\s+\S")
+_QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
+
+
+class CueLists(BaseModel):
+    """`cues.yaml`: phrase lists per cue and the intents that count as each cue."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = "evaluator_cues"
+    reject: list[str]
+    accept: list[str]
+    why: list[str]
+    request: list[str]
+    self_talk: list[str]
+    apology: list[str]
+    stopwords: str
+    intents: dict[str, list[str]] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Cue:
+    """One cue compiled for matching: single words as a set, phrases as one pattern over padded words."""
+
+    words: frozenset[str]
+    phrases: re.Pattern[str] | None
+
+    @classmethod
+    def of(cls, items: Iterable[str]) -> Cue:
+        words, phrases = set(), []
+        for item in items:
+            parts = tokens(item)
+            if len(parts) == 1:
+                words.add(parts[0])
+            elif parts:
+                phrases.append(re.escape(" " + " ".join(parts) + " "))
+        return cls(frozenset(words), re.compile("|".join(phrases)) if phrases else None)
+
+    def matches(self, token_set: frozenset[str], padded: str) -> bool:
+        if not self.words.isdisjoint(token_set):
+            return True
+        return self.phrases is not None and self.phrases.search(padded) is not None
+
+
+@dataclass(frozen=True)
+class Cues:
+    """The compiled cue lists and the hash of the file they came from."""
+
+    reject: Cue
+    accept: Cue
+    why: Cue
+    request: Cue
+    self_talk: Cue
+    apology: Cue
+    stopwords: frozenset[str]
+    intents: dict[str, frozenset[str]]
+    sha256: str
+
+
+@functools.cache
+def load_cues() -> Cues:
+    """The shipped cue lists (parsed once per process)."""
+    raw = resources.files(__package__).joinpath(CUES_FILE).read_bytes()
+    source = f"usersimcrs/judges/learned/{CUES_FILE}"
+    lists = validate(CueLists, parse_yaml_mapping(raw.decode("utf-8"), source=source), source=source)
+    return Cues(
+        reject=Cue.of(lists.reject),
+        accept=Cue.of(lists.accept),
+        why=Cue.of(lists.why),
+        request=Cue.of(lists.request),
+        self_talk=Cue.of(lists.self_talk),
+        apology=Cue.of(lists.apology),
+        stopwords=frozenset(lists.stopwords.split()),
+        intents={k: frozenset(v) for k, v in lists.intents.items()},
+        sha256=hashlib.sha256(raw).hexdigest(),
+    )
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased word tokens (apostrophes kept inside words: "don't")."""
+    return _TOKEN.findall(text.translate(_QUOTES).lower())
+
+
+def ngrams(words: Sequence[str]) -> list[str]:
+    """Unigrams and bigrams of a token list: the terms of the text blocks."""
+    return [*words, *(f"{a} {b}" for a, b in zip(words, words[1:]))]
+
+
+@dataclass
+class Reading:
+    """What the features need from one utterance, computed once (a user turn serves two assistant turns)."""
+
+    words: list[str]
+    token_set: frozenset[str]
+    padded: str
+    content: frozenset[str]
+    titles: frozenset[str]
+    n_titles: int
+    is_list: bool
+    question: bool
+    exclaim: bool
+    flags: dict[str, bool]
+
+    @property
+    def length(self) -> int:
+        return len(self.words)
+
+
+USER_CUES = ("reject", "accept", "why", "request")
+ASSISTANT_CUES = ("self_talk", "apology")
+
+
+def read(utterance: Utterance, cues: Cues) -> Reading:
+    """One utterance's tokens, titles and cue flags (acts, where annotated, count as cues too)."""
+    text = utterance.text
+    words = tokens(text)
+    token_set = frozenset(words)
+    padded = " " + " ".join(words) + " "
+    years = list(_YEAR.finditer(text)) if "(" in text else []
+    titles = {title for m in years if (title := _title_before(text, m.start()))}
+    titles |= {(item.title or item.id or "").strip().lower() for item in utterance.items} - {""}
+    intents = {act.intent.upper() for act in utterance.dialogue_acts}
+    wanted = ASSISTANT_CUES if utterance.participant == AGENT else USER_CUES
+    flags = {
+        name: getattr(cues, name).matches(token_set, padded) or bool(intents & cues.intents.get(name, frozenset()))
+        for name in wanted
+    }
+    return Reading(
+        words=words,
+        token_set=token_set,
+        padded=padded,
+        content=frozenset(w for w in words if w not in cues.stopwords and len(w) > 2),
+        titles=frozenset(titles),
+        n_titles=max(len(years), len(utterance.items)),
+        is_list="following items" in padded or len(_LIST_LINE.findall(text)) >= 2,
+        question="?" in text,
+        exclaim="!" in text,
+        flags=flags,
+    )
+
+
+def _title_before(text: str, end: int) -> str:
+    """The words before a "(year)" back to the previous line break, colon or bracket (at most 80 characters)."""
+    start = max(0, end - 80)
+    cuts = [m.end() for m in _TITLE_START.finditer(text, start, end)]
+    return text[(cuts[-1] if cuts else start) : end].strip().lower()
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+def _share(part: frozenset[str], whole: frozenset[str]) -> float:
+    return len(part & whole) / len(whole) if whole else 0.0
+
+
+TURN_FEATURES = (
+    "a_words",
+    "a_titles",
+    "a_has_title",
+    "a_list",
+    "a_question",
+    "a_self_talk",
+    "a_apology",
+    "a_distinct",
+    "a_max_repeat",
+    "a_repeats_reply",
+    "a_repeats_titles",
+    "a_picks_up_p",
+    "a_names_p_title",
+    "p_present",
+    "p_words",
+    "p_question",
+    "p_why",
+    "p_request",
+    "p_reject",
+    "p_accept",
+    "n_present",
+    "n_words",
+    "n_question",
+    "n_reject",
+    "n_accept",
+    "n_why",
+    "n_exclaim",
+    "n_repeats_p",
+    "n_picks_up_a",
+    "n_names_a_title",
+    "x_why_list",
+    "x_why_titles",
+    "x_request_titles",
+    "x_question_question",
+    "x_request_repeat",
+    "x_reject_titles",
+    "pos_log",
+    "pos_rel",
+    "pos_first",
+    "pos_last",
+    "turns_log",
+)
+
+
+@dataclass
+class ConversationFeatures:
+    """One conversation as the model sees it: per assistant turn its index, features and words."""
+
+    turn_inds: list[int]
+    hand: np.ndarray
+    docs: dict[str, list[list[str]]]
+    extra: np.ndarray
+    words: list[int]
+    """Words of every utterance (for the drift check against the training ranges)."""
+
+
+EXTRA_FEATURES = ("turns_log", "user_words_log", "distinct_titles_log", "final_user_reject", "final_user_accept")
+"""Whole-conversation features beside the aggregates of the turn features."""
+
+
+def conversation_features(dialogue: Dialogue, cues: Cues | None = None) -> ConversationFeatures:
+    """The features of every assistant turn of `dialogue` (in order) and its whole-conversation extras."""
+    cues = cues or load_cues()
+    utterances = dialogue.utterances
+    readings = [read(u, cues) for u in utterances]
+    assistant = [i for i, u in enumerate(utterances) if u.participant == AGENT]
+    count = len(assistant)
+    rows: list[list[float]] = []
+    docs: dict[str, list[list[str]]] = {block: [] for block in TEXT_BLOCKS}
+    seen_content: list[frozenset[str]] = []
+    seen_titles: set[str] = set()
+    before: list[Reading | None] = []  # the latest user turn before each position
+    latest: Reading | None = None
+    for u, r in zip(utterances, readings):
+        before.append(latest)
+        if u.participant != AGENT:
+            latest = r
+    after: list[Reading | None] = [None] * len(utterances)  # the first user turn after each position
+    latest = None
+    for i in range(len(utterances) - 1, -1, -1):
+        after[i] = latest
+        if utterances[i].participant != AGENT:
+            latest = readings[i]
+    for k, i in enumerate(assistant):
+        a, p, n = readings[i], before[i], after[i]
+        counts = Counter(a.words)
+        titles = min(a.n_titles, 10)
+        p_flags = p.flags if p is not None else {}
+        n_flags = n.flags if n is not None else {}
+        p_why = float(p_flags.get("why", False))
+        p_request = float(p_flags.get("request", False))
+        n_reject = float(n_flags.get("reject", False))
+        repeats_titles = len(a.titles & seen_titles) / len(a.titles) if a.titles else 0.0
+        row = [
+            math.log1p(a.length),
+            float(titles),
+            float(titles > 0),
+            float(a.is_list),
+            float(a.question),
+            float(a.flags["self_talk"]),
+            float(a.flags["apology"]),
+            len(counts) / a.length if a.length else 0.0,
+            math.log1p(max(counts.values(), default=0)),
+            max((_jaccard(a.content, c) for c in seen_content), default=0.0),
+            repeats_titles,
+            _share(a.content, p.content) if p is not None else 0.0,
+            float(p is not None and any(t and t in a.padded for t in (_words_of(x) for x in p.titles))),
+            float(p is not None),
+            math.log1p(p.length) if p is not None else 0.0,
+            float(p is not None and p.question),
+            p_why,
+            p_request,
+            float(p_flags.get("reject", False)),
+            float(p_flags.get("accept", False)),
+            float(n is not None),
+            math.log1p(n.length) if n is not None else 0.0,
+            float(n is not None and n.question),
+            n_reject,
+            float(n_flags.get("accept", False)),
+            float(n_flags.get("why", False)),
+            float(n is not None and n.exclaim),
+            _jaccard(n.content, p.content) if n is not None and p is not None else 0.0,
+            _share(n.content, a.content) if n is not None else 0.0,
+            float(n is not None and any(t and t in n.padded for t in (_words_of(x) for x in a.titles))),
+            p_why * float(a.is_list),
+            p_why * min(titles, 3),
+            p_request * min(titles, 3),
+            float(p is not None and p.question) * float(a.question),
+            p_request * repeats_titles,
+            n_reject * min(titles, 3),
+            math.log1p(k),
+            k / (count - 1) if count > 1 else 0.0,
+            float(k == 0),
+            float(k == count - 1),
+            math.log1p(count),
+        ]
+        rows.append(row)
+        docs["assistant"].append(ngrams(a.words))
+        docs["previous_user"].append(ngrams(p.words) if p is not None else [])
+        docs["next_user"].append(ngrams(n.words) if n is not None else [])
+        seen_content.append(a.content)
+        seen_titles |= a.titles
+    users = [r for u, r in zip(utterances, readings) if u.participant != AGENT]
+    final_user = readings[-1] if utterances and utterances[-1].participant != AGENT and count else None
+    extra = [
+        math.log1p(count),
+        math.log1p(sum(r.length for r in users)),
+        math.log1p(len(seen_titles)),
+        float(final_user is not None and final_user.flags["reject"]),
+        float(final_user is not None and final_user.flags["accept"]),
+    ]
+    return ConversationFeatures(
+        turn_inds=[_turn_index(i, utterances[i]) for i in assistant],
+        hand=np.asarray(rows, dtype=float).reshape(count, len(TURN_FEATURES)),
+        docs=docs,
+        extra=np.asarray(extra, dtype=float),
+        words=[r.length for r in readings],
+    )
+
+
+def _words_of(title: str) -> str:
+    """A title as padded words, to look for it in another utterance's padded text."""
+    parts = tokens(title)
+    return " " + " ".join(parts) + " " if parts else ""
+
+
+def _turn_index(position: int, utterance: Utterance) -> int:
+    return turn_index(position, utterance)
+
+
+AGGREGATES = ("mean", "min", "max", "first", "last")
+PREDICTION_AGGREGATES = ("mean", "min", "max", "first", "last", "std")
+
+
+def dialogue_feature_names(turn_aspects: Sequence[str]) -> list[str]:
+    """Names of the dialogue model's inputs: turn-feature aggregates, turn-prediction aggregates, extras."""
+    names = [f"{agg}_{f}" for f in TURN_FEATURES for agg in AGGREGATES]
+    names += [f"{agg}_pred_{a}" for a in turn_aspects for agg in PREDICTION_AGGREGATES]
+    return names + list(EXTRA_FEATURES)
+
+
+def dialogue_vector(features: ConversationFeatures, turn_predictions: np.ndarray) -> np.ndarray:
+    """One conversation's dialogue-model input: aggregates of its turn features and of the turn
+    models' predictions (columns = turn aspects), then the extras. A conversation without
+    assistant turns gets zeros for the aggregates."""
+    hand = features.hand
+    if hand.shape[0] == 0:
+        width = len(TURN_FEATURES) * len(AGGREGATES) + turn_predictions.shape[1] * len(PREDICTION_AGGREGATES)
+        return np.concatenate([np.zeros(width), features.extra])
+    parts = np.stack([hand.mean(0), hand.min(0), hand.max(0), hand[0], hand[-1]], axis=1).ravel()
+    preds = turn_predictions
+    pred_parts = np.stack(
+        [preds.mean(0), preds.min(0), preds.max(0), preds[0], preds[-1], preds.std(0)], axis=1
+    ).ravel()
+    return np.concatenate([parts, pred_parts, features.extra])

@@ -1,0 +1,455 @@
+"""The learned evaluator's saved model: plain JSON (numbers, words, names), and prediction from it.
+
+A model file holds, per aspect, a linear part (standardised turn or dialogue features plus TF-IDF
+weighted words of the reply, the user turn before it and the user's reaction) and an ensemble of
+small regression trees over the same numeric features, blended with a weight chosen by
+cross-validation. Dialogue aspects also read aggregates of the turn models' predictions.
+
+Loading a model trusts only its numbers: nothing in the file is executed or imported (no pickle).
+It checks the format and feature versions and the hash of the cue lists the features used, and
+refuses a model made for other ones with one line. What it does trust is that the numbers were
+fitted on data like the conversations it scores; `drift` says when a run looks unlike them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Literal, Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from usersimcrs.core.crsarena_eval import BY_NAME, RunFileConversation, RunFileTurn
+from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.validation import describe_validation_error
+from usersimcrs.errors import DataError, UserError
+from usersimcrs.judges.learned.features import (
+    FEATURES_VERSION,
+    TEXT_BLOCKS,
+    TURN_FEATURES,
+    ConversationFeatures,
+    conversation_features,
+    dialogue_feature_names,
+    dialogue_vector,
+    load_cues,
+)
+
+MODEL_FORMAT = "usersimcrs-learned-evaluator"
+FORMAT_VERSION = 1
+
+
+class _Plain(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Standardizer(_Plain):
+    """Feature means and scales (a zero-variance feature has scale 1, as scikit-learn does)."""
+
+    mean: list[float]
+    scale: list[float]
+
+
+class TextBlock(_Plain):
+    """The vocabulary of one text block (unigrams and bigrams) with each term's IDF weight."""
+
+    name: str
+    terms: list[str]
+    idf: list[float]
+
+    @model_validator(mode="after")
+    def _aligned(self) -> TextBlock:
+        if len(self.terms) != len(self.idf):
+            raise ValueError(f"text block {self.name}: {len(self.terms)} terms but {len(self.idf)} IDF weights")
+        return self
+
+
+class Linear(_Plain):
+    """intercept + coefficients of the standardised features + coefficients of each text block's terms."""
+
+    intercept: float
+    features: list[float]
+    text: dict[str, list[float]] = Field(default_factory=dict)
+
+
+class Trees(_Plain):
+    """Gradient-boosted regression trees: init + learning_rate * sum of the leaves reached.
+
+    Per tree, node arrays as scikit-learn stores them (children -1 at a leaf; go left when
+    feature value <= threshold, compared in float32 as scikit-learn does).
+    """
+
+    init: float
+    learning_rate: float
+    feature: list[list[int]]
+    threshold: list[list[float]]
+    left: list[list[int]]
+    right: list[list[int]]
+    value: list[list[float]]
+
+
+class AspectModel(_Plain):
+    """One aspect's predictor: blend * linear + (1 - blend) * trees, clipped to the aspect's scale."""
+
+    name: str
+    level: Literal["turn", "dialogue"]
+    low: float
+    high: float
+    linear: Linear
+    trees: Trees | None = None
+    blend: float = Field(ge=0.0, le=1.0, description="weight of the linear part")
+
+
+class TrainingFacts(_Plain):
+    """What the model was trained on: a hash of the rated conversations, their numbers and ranges."""
+
+    data_sha256: str
+    source: str
+    n_conversations: int
+    n_turns: int
+    n_ratings: dict[str, int]
+    systems: list[str]
+    datasets: list[str]
+    unknown_word_share: float = Field(description="share of the training words outside the vocabulary")
+    ranges: dict[str, tuple[float, float]] = Field(
+        description="1st and 99th percentile of assistant words, user words and assistant turns"
+    )
+
+
+class LearnedModel(_Plain):
+    """The whole saved model (JSON)."""
+
+    format: str
+    format_version: int
+    features_version: int
+    cues_sha256: str
+    created: str
+    versions: dict[str, str] = Field(description="libraries the model was fitted with")
+    training: TrainingFacts
+    cv: dict[str, Any] = Field(description="cross-validation figures recorded at training")
+    hyper_parameters: dict[str, dict[str, Any]]
+    turn_features: list[str]
+    dialogue_features: list[str]
+    turn_scaler: Standardizer
+    dialogue_scaler: Standardizer
+    text_blocks: list[TextBlock]
+    aspects: list[AspectModel]
+
+    @property
+    def turn_aspects(self) -> list[str]:
+        return [a.name for a in self.aspects if a.level == "turn"]
+
+    @property
+    def dialogue_aspects(self) -> list[str]:
+        return [a.name for a in self.aspects if a.level == "dialogue"]
+
+
+def check_compatible(model: LearnedModel, source: str) -> None:
+    """Refuse (one line) a model this version cannot use: another format, feature set or cue list."""
+    if model.format != MODEL_FORMAT:
+        raise UserError(f"{source}: not a learned-evaluator model (format {model.format!r})")
+    if model.format_version != FORMAT_VERSION:
+        raise UserError(
+            f"{source}: model format v{model.format_version}, this usersimcrs reads v{FORMAT_VERSION}; "
+            "retrain it with `usersimcrs evaluator train`"
+        )
+    cues = load_cues().sha256
+    if model.features_version != FEATURES_VERSION or model.cues_sha256 != cues:
+        raise UserError(
+            f"{source}: trained on feature set v{model.features_version} (cues {model.cues_sha256[:12]}), this "
+            f"usersimcrs computes v{FEATURES_VERSION} (cues {cues[:12]}); retrain it with `usersimcrs evaluator train`"
+        )
+    expected_dialogue = dialogue_feature_names(model.turn_aspects)
+    if model.turn_features != list(TURN_FEATURES) or model.dialogue_features != expected_dialogue:
+        raise UserError(f"{source}: its feature names differ from this usersimcrs's; retrain it")
+    blocks = {b.name: len(b.terms) for b in model.text_blocks}
+    for spec in model.aspects:
+        if spec.name not in BY_NAME:
+            raise UserError(f"{source}: unknown aspect {spec.name!r}")
+        width = len(TURN_FEATURES) if spec.level == "turn" else len(expected_dialogue)
+        if len(spec.linear.features) != width or any(len(v) != blocks.get(k, -1) for k, v in spec.linear.text.items()):
+            raise UserError(f"{source}: aspect {spec.name}: coefficient counts do not match its features")
+
+
+def load_model(path: str | Path) -> LearnedModel:
+    """Read and check a model file; every problem is one line naming the file."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: model file not found (train one with `usersimcrs evaluator train`)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{path}: not a readable JSON model ({exc})") from None
+    if isinstance(data, dict) and data.get("format") not in (None, MODEL_FORMAT):
+        raise UserError(f"{path}: not a learned-evaluator model (format {data.get('format')!r})")
+    try:
+        model = LearnedModel.model_validate(data)
+    except ValidationError as exc:
+        raise DataError(describe_validation_error(exc, source=str(path))) from None
+    check_compatible(model, str(path))
+    return model
+
+
+def save_model(model: LearnedModel, path: str | Path) -> Path:
+    """Write the model as JSON (temporary file + rename)."""
+    import os
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(model.model_dump_json(), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+# ---------------------------------------------------------------- prediction
+
+
+@dataclass
+class _CompiledTrees:
+    init: float
+    rate: float
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    roots: np.ndarray
+    depth: int
+
+    @classmethod
+    def of(cls, trees: Trees) -> _CompiledTrees:
+        """All trees in one set of node arrays (offsets per tree), walked together, level by level."""
+        offsets = np.cumsum([0] + [len(f) for f in trees.feature[:-1]]).astype(np.int64)
+        left = np.concatenate(
+            [np.where(np.asarray(lf) < 0, -1, np.asarray(lf) + o) for lf, o in zip(trees.left, offsets)]
+        )
+        right = np.concatenate(
+            [np.where(np.asarray(rt) < 0, -1, np.asarray(rt) + o) for rt, o in zip(trees.right, offsets)]
+        )
+        feature = np.concatenate([np.asarray(f) for f in trees.feature]).astype(np.int64)
+        return cls(
+            init=trees.init,
+            rate=trees.learning_rate,
+            feature=np.where(feature < 0, 0, feature),
+            threshold=np.concatenate([np.asarray(t, dtype=np.float64) for t in trees.threshold]),
+            left=left.astype(np.int64),
+            right=right.astype(np.int64),
+            value=np.concatenate([np.asarray(v, dtype=np.float64) for v in trees.value]),
+            roots=offsets,
+            depth=max(_depth(lf, rt) for lf, rt in zip(trees.left, trees.right)),
+        )
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        if x.shape[0] == 0:
+            return np.zeros(0)
+        x32 = x.astype(np.float32)
+        node = np.broadcast_to(self.roots, (x.shape[0], self.roots.size)).copy()
+        rows = np.arange(x.shape[0])[:, None]
+        for _ in range(self.depth):
+            leaf = self.left[node] < 0
+            go_left = x32[rows, self.feature[node]] <= self.threshold[node]
+            node = np.where(leaf, node, np.where(go_left, self.left[node], self.right[node]))
+        return self.init + self.rate * self.value[node].sum(axis=1)
+
+
+def _depth(left: list[int], right: list[int]) -> int:
+    depth = {0: 0}
+    stack = [0]
+    while stack:
+        node = stack.pop()
+        for child in (left[node], right[node]):
+            if child >= 0:
+                depth[child] = depth[node] + 1
+                stack.append(child)
+    return max(depth.values())
+
+
+@dataclass
+class _CompiledAspect:
+    spec: AspectModel
+    intercept: float
+    weights: np.ndarray
+    text: dict[str, np.ndarray]
+    trees: _CompiledTrees | None
+
+
+@dataclass
+class RunStats:
+    """What a run's text looks like next to the training data (for `drift`)."""
+
+    words: int = 0
+    unknown_words: int = 0
+    assistant_words: list[int] | None = None
+    user_words: list[int] | None = None
+    assistant_turns: list[int] | None = None
+    conversations: int = 0
+    without_assistant_turn: int = 0
+
+
+class Evaluator:
+    """A loaded model ready to score conversations (numpy only; no scikit-learn needed)."""
+
+    def __init__(self, model: LearnedModel) -> None:
+        self.model = model
+        self.cues = load_cues()
+        self.vocab = {b.name: {t: i for i, t in enumerate(b.terms)} for b in model.text_blocks}
+        self.idf = {b.name: np.asarray(b.idf, dtype=float) for b in model.text_blocks}
+        self.unigrams = frozenset(t for b in model.text_blocks for t in b.terms if " " not in t)
+        self.turn_mean = np.asarray(model.turn_scaler.mean)
+        self.turn_scale = np.asarray(model.turn_scaler.scale)
+        self.dial_mean = np.asarray(model.dialogue_scaler.mean)
+        self.dial_scale = np.asarray(model.dialogue_scaler.scale)
+        self.aspects = [
+            _CompiledAspect(
+                spec=a,
+                intercept=a.linear.intercept,
+                weights=np.asarray(a.linear.features, dtype=float),
+                text={k: np.asarray(v, dtype=float) for k, v in a.linear.text.items()},
+                trees=_CompiledTrees.of(a.trees) if a.trees is not None and a.trees.feature else None,
+            )
+            for a in model.aspects
+        ]
+
+    @classmethod
+    def load(cls, path: str | Path) -> Evaluator:
+        return cls(load_model(path))
+
+    def _text_matrix(self, block: str, docs: Sequence[list[str]]):
+        """TF-IDF rows of `docs` over the block's vocabulary: sublinear term frequency, L2-normalised
+        (what scikit-learn's TfidfVectorizer computed at training), built for the whole batch at once."""
+        from scipy.sparse import csr_matrix
+
+        vocab, idf = self.vocab[block], self.idf[block]
+        size = len(vocab)
+        lookup = vocab.get
+        ids = [[j for j in map(lookup, doc) if j is not None] for doc in docs]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        cols = np.fromiter((j for row in ids for j in row), dtype=np.int64, count=int(lengths.sum()))
+        rows = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
+        keys, counts = np.unique(rows * size + cols, return_counts=True)
+        r, c = keys // size, keys % size
+        weights = (1.0 + np.log(counts)) * idf[c]
+        norms = np.sqrt(np.bincount(r, weights=weights * weights, minlength=len(ids)))
+        weights = weights / norms[r]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=len(ids)))])
+        return csr_matrix((weights, c, indptr), shape=(len(ids), size))
+
+    def _predict(self, aspect: _CompiledAspect, x: np.ndarray, scaled: np.ndarray, text: dict[str, Any]) -> np.ndarray:
+        linear = aspect.intercept + scaled @ aspect.weights
+        for block, coef in aspect.text.items():
+            linear = linear + text[block] @ coef
+        if aspect.trees is None:
+            return linear
+        blend = aspect.spec.blend
+        return blend * linear + (1.0 - blend) * aspect.trees.predict(x)
+
+    def predict(self, dialogues: Iterable[Dialogue], stats: RunStats | None = None) -> list[RunFileConversation]:
+        """Predictions for every conversation (clipped to each aspect's scale); one batch of model calls.
+
+        A conversation without an assistant turn gets no turn predictions and dialogue predictions
+        from its extras only (counted in `stats.without_assistant_turn`).
+        """
+        batch = list(dialogues)
+        features = [conversation_features(d, self.cues) for d in batch]
+        if stats is not None:
+            self._observe(batch, features, stats)
+        turn_aspects = [a for a in self.aspects if a.spec.level == "turn"]
+        dial_aspects = [a for a in self.aspects if a.spec.level == "dialogue"]
+        sizes = [f.hand.shape[0] for f in features]
+        hand = np.vstack([f.hand for f in features]) if features else np.zeros((0, len(TURN_FEATURES)))
+        scaled = (hand - self.turn_mean) / self.turn_scale
+        text = {
+            block: self._text_matrix(block, [doc for f in features for doc in f.docs[block]]) for block in TEXT_BLOCKS
+        }
+        raw = np.column_stack([self._predict(a, hand, scaled, text) for a in turn_aspects]) if turn_aspects else None
+        bounds = np.cumsum([0, *sizes])
+        vectors = []
+        for f, start, stop in zip(features, bounds[:-1], bounds[1:]):
+            preds = raw[start:stop] if raw is not None else np.zeros((stop - start, 0))
+            vectors.append(dialogue_vector(f, preds))
+        width = len(self.dial_mean)
+        dial_x = np.vstack(vectors) if vectors else np.zeros((0, width))
+        dial_scaled = (dial_x - self.dial_mean) / self.dial_scale
+        dial = {
+            a.spec.name: np.clip(self._predict(a, dial_x, dial_scaled, {}), a.spec.low, a.spec.high)
+            for a in dial_aspects
+        }
+        if raw is not None:
+            low = np.asarray([a.spec.low for a in turn_aspects])
+            high = np.asarray([a.spec.high for a in turn_aspects])
+            turn_values = np.clip(raw, low, high)
+        else:
+            turn_values = np.zeros((0, 0))
+        out = []
+        for n, (d, f, start) in enumerate(zip(batch, features, bounds[:-1])):
+            turns = [
+                RunFileTurn.model_construct(
+                    turn_ind=turn,
+                    turn_level_pred={a.spec.name: float(turn_values[start + k, j]) for j, a in enumerate(turn_aspects)},
+                )
+                for k, turn in enumerate(f.turn_inds)
+            ]
+            out.append(
+                RunFileConversation.model_construct(
+                    conv_id=d.conversation_id,
+                    turns=turns,
+                    dial_level_pred={name: float(v[n]) for name, v in dial.items()},
+                )
+            )
+        return out
+
+    def _observe(self, batch: list[Dialogue], features: list[ConversationFeatures], stats: RunStats) -> None:
+        from usersimcrs.core.dialogue import AGENT
+
+        stats.assistant_words = stats.assistant_words if stats.assistant_words is not None else []
+        stats.user_words = stats.user_words if stats.user_words is not None else []
+        stats.assistant_turns = stats.assistant_turns if stats.assistant_turns is not None else []
+        for d, f in zip(batch, features):
+            stats.conversations += 1
+            stats.assistant_turns.append(f.hand.shape[0])
+            if f.hand.shape[0] == 0:
+                stats.without_assistant_turn += 1
+            for u, n in zip(d.utterances, f.words):
+                (stats.assistant_words if u.participant == AGENT else stats.user_words).append(n)
+            for doc in f.docs["assistant"]:
+                unigrams = [t for t in doc if " " not in t]
+                stats.words += len(unigrams)
+                stats.unknown_words += sum(1 for t in unigrams if t not in self.unigrams)
+
+    def drift(self, stats: RunStats) -> list[str]:
+        """Warnings when the scored run looks unlike the training data (vocabulary, lengths)."""
+        facts = self.model.training
+        out = []
+        if stats.words:
+            share = stats.unknown_words / stats.words
+            if share > facts.unknown_word_share + UNKNOWN_MARGIN:
+                out.append(
+                    f"{share:.0%} of the assistant words are outside the model's vocabulary (training data: "
+                    f"{facts.unknown_word_share:.0%}): another domain or language? Its scores may not mean much here"
+                )
+        for key, values in (
+            ("assistant_words", stats.assistant_words),
+            ("user_words", stats.user_words),
+            ("assistant_turns", stats.assistant_turns),
+        ):
+            if not values or key not in facts.ranges:
+                continue
+            low, high = facts.ranges[key]
+            arr = np.asarray(values, dtype=float)
+            outside = float(np.mean((arr < low) | (arr > high)))
+            if outside > OUTSIDE_SHARE:
+                out.append(
+                    f"{outside:.0%} of the {key.replace('_', ' ')} values lie outside the training range "
+                    f"[{low:g}, {high:g}] (1st-99th percentile): lengths unlike the training data"
+                )
+        if stats.without_assistant_turn:
+            out.append(f"{stats.without_assistant_turn} conversations have no assistant turn (no turn predictions)")
+        return out
+
+
+UNKNOWN_MARGIN = 0.15
+"""A run's out-of-vocabulary share may exceed the training data's by this much before a warning."""
+OUTSIDE_SHARE = 0.10
+"""Share of values outside the training's 1st-99th percentile range that triggers a warning (2% is expected)."""
