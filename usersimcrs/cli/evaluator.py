@@ -27,6 +27,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     predict.add_argument(
         "--output", "-o", required=True, metavar="FILE", help="run file to write (CRSArena-Eval format)"
     )
+    predict.add_argument(
+        "--all-aspects",
+        action="store_true",
+        help="also write preference_elicitation and explanation (the official rule reads seven aspects)",
+    )
     predict.set_defaults(func=handle_predict)
 
     cv = commands.add_parser("cv", help="nested cross-validation against the human ratings, with CIs")
@@ -63,7 +68,7 @@ def handle_predict(args: argparse.Namespace) -> int:
 
     from usersimcrs.pipeline.evaluator import predict_evaluator
 
-    result = predict_evaluator(args.run, args.model, args.output)
+    result = predict_evaluator(args.run, args.model, args.output, all_aspects=args.all_aspects)
     load = os.getloadavg()
     print(
         f"scored {result.conversations} conversations ({result.turns} assistant turns, "

@@ -16,6 +16,7 @@ from typing import Callable
 
 from pydantic import BaseModel, Field
 
+from usersimcrs.core.crsarena_eval import OFFICIAL, RunFileConversation, RunFileTurn
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.errors import UserError
 from usersimcrs.pipeline.sources import load_sources
@@ -79,9 +80,10 @@ def train_evaluator(data: str | Path, output: str | Path, *, folds: int = 5, see
 
 
 def predict_evaluator(
-    run: str | Path, model: str | Path, output: str | Path, *, batch: int = PREDICT_BATCH
+    run: str | Path, model: str | Path, output: str | Path, *, batch: int = PREDICT_BATCH, all_aspects: bool = False
 ) -> PredictResult:
-    """Score every conversation under `run` (a run folder or a matrix) and write a run file to `output`."""
+    """Score every conversation under `run` (a run folder or a matrix) and write a run file to `output`
+    with the official rule's seven aspects (`all_aspects`: every aspect the model has)."""
     from usersimcrs.core.crsarena_eval import write_run_file
     from usersimcrs.judges.learned.model import Evaluator, RunStats
 
@@ -111,6 +113,8 @@ def predict_evaluator(
     flush()
     if not predictions:
         raise UserError(f"{run}: no conversations to score")
+    if not all_aspects:
+        predictions = [official_only(p) for p in predictions]
     path = write_run_file(output, predictions)
     total = time.perf_counter() - started
     n = len(predictions)
@@ -124,6 +128,21 @@ def predict_evaluator(
         conversations_per_second=n / predict_seconds if predict_seconds else float("inf"),
         conversations_per_second_total=n / total if total else float("inf"),
         warnings=evaluator.drift(stats),
+    )
+
+
+def official_only(conversation: RunFileConversation) -> RunFileConversation:
+    """The conversation's predictions of the aspects the official rule reads (the others left out)."""
+    keep = set(OFFICIAL)
+    return RunFileConversation.model_construct(
+        conv_id=conversation.conv_id,
+        turns=[
+            RunFileTurn.model_construct(
+                turn_ind=t.turn_ind, turn_level_pred={k: v for k, v in t.turn_level_pred.items() if k in keep}
+            )
+            for t in conversation.turns
+        ],
+        dial_level_pred={k: v for k, v in conversation.dial_level_pred.items() if k in keep},
     )
 
 

@@ -1,0 +1,266 @@
+"""The learned evaluator: training on a slice (provenance, version check), prediction equal to the
+fitted scikit-learn parts, run files in the official format, drift warnings, the judge, and scoring
+CRSArena-Dial and simulated runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import SHARED_DATA
+from usersimcrs.cli import main
+from usersimcrs.core.crsarena_eval import BY_NAME, OFFICIAL, read_run_file
+from usersimcrs.core.dialogue import Dialogue, DialogueAct, Utterance
+from usersimcrs.core.run_folder import load_run
+from usersimcrs.errors import UserError
+
+RAW = SHARED_DATA / "raw" / "crsarena_eval"
+PER_CRS = 12
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[Path, Path]:
+    """A converted slice of the ReDial half (12 conversations per CRS) and a model trained on it."""
+    if not RAW.is_dir():
+        pytest.skip(f"../shared/data not found at {SHARED_DATA}")
+    records = json.loads((RAW / "crs_arena_eval_redial.json").read_text(encoding="utf-8"))
+    taken: dict[str, int] = {}
+    slice_ = []
+    for record in records:
+        crs = record["conv_id"].split("_")[0]
+        if taken.get(crs, 0) < PER_CRS:
+            taken[crs] = taken.get(crs, 0) + 1
+            slice_.append(record)
+    folder = tmp_path_factory.mktemp("learned")
+    (folder / "slice.json").write_text(json.dumps(slice_))
+    corpus = folder / "corpus"
+    assert main(["convert", "crsarena-eval", "-i", str(folder / "slice.json"), "-o", str(corpus)]) == 0
+    model = folder / "model.json"
+    assert main(["evaluator", "train", "--data", str(corpus), "--output", str(model), "--folds", "3"]) == 0
+    return corpus, model
+
+
+def test_training_records_its_provenance(trained, capsys):
+    import scipy
+    import sklearn
+
+    from usersimcrs.analysis.evaluator_fit import data_hash
+    from usersimcrs.judges.learned.features import FEATURES_VERSION, load_cues
+    from usersimcrs.judges.learned.model import load_model
+    from usersimcrs.pipeline.sources import load_sources
+
+    corpus, path = trained
+    model = load_model(path)
+    dialogues = [d for s in load_sources(corpus) for d in s.run.dialogues]
+    assert model.training.data_sha256 == data_hash(dialogues)
+    assert model.training.n_conversations == len(dialogues) == 5 * PER_CRS
+    assert model.training.n_turns == sum(len(d.agent_turns) for d in dialogues)
+    assert model.training.systems == [
+        "barcor_redial",
+        "chatgpt_redial",
+        "crbcrs_redial",
+        "kbrd_redial",
+        "unicrs_redial",
+    ]
+    assert model.versions["scikit-learn"] == sklearn.__version__ and model.versions["scipy"] == scipy.__version__
+    assert model.features_version == FEATURES_VERSION and model.cues_sha256 == load_cues().sha256
+    assert model.cv["folds"] == 3 and set(model.cv["aspects"]) == set(BY_NAME)
+    for aspect, figures in model.cv["aspects"].items():
+        assert -1 <= figures["pearson"] <= 1 and figures["n"] > 0, aspect
+    assert model.cv["aspects"]["relevance"]["n"] == model.training.n_ratings["relevance"]
+    assert {a.name for a in model.aspects} == set(BY_NAME)
+    raw = json.loads(path.read_text())  # plain data: numbers, words and names only
+    assert raw["format"] == "usersimcrs-learned-evaluator" and isinstance(raw["text_blocks"][0]["terms"][0], str)
+    # the data hash moves with any rating
+    dialogues[0].metadata["reference"]["dialogue_overall"] += 1
+    assert data_hash(dialogues) != model.training.data_sha256
+
+
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("features_version", 999, "feature set v999"),
+        ("cues_sha256", "0" * 64, "cues 000000000000"),
+        ("format_version", 99, "model format v99"),
+        ("format", "something-else", "not a learned-evaluator model"),
+    ],
+)
+def test_a_model_for_other_versions_is_refused_in_one_line(trained, tmp_path, field, value, message, capsys):
+    from usersimcrs.judges.learned.model import load_model
+
+    corpus, path = trained
+    data = json.loads(path.read_text())
+    data[field] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(UserError, match=message):
+        load_model(bad)
+    assert main(["evaluator", "predict", str(corpus), "--model", str(bad), "-o", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and message in err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_exported_trees_and_text_weights_predict_what_scikit_learn_predicts():
+    from sklearn.ensemble import GradientBoostingRegressor
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from usersimcrs.analysis.evaluator_fit import _export_trees, _identity
+    from usersimcrs.judges.learned.model import Evaluator, TextBlock, _CompiledTrees
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 6))
+    x[:, 2] = rng.integers(0, 3, 300)  # ties at thresholds
+    y = x[:, 0] * 2 + (x[:, 2] > 1) + rng.normal(0, 0.1, 300)
+    gbm = GradientBoostingRegressor(n_estimators=30, max_depth=3, subsample=0.8, random_state=0).fit(x, y)
+    ours = _CompiledTrees.of(_export_trees(gbm)).predict(x)
+    assert np.allclose(ours, gbm.predict(x), atol=1e-9)
+
+    docs = [["a", "b", "a b"], ["a", "a", "c"], [], ["b", "c", "d", "c d"], ["a", "d"]]
+    vectorizer = TfidfVectorizer(analyzer=_identity, min_df=2, sublinear_tf=True, norm="l2").fit(docs)
+    block = TextBlock(name="assistant", terms=vectorizer.get_feature_names_out().tolist(), idf=vectorizer.idf_.tolist())
+    evaluator = Evaluator.__new__(Evaluator)
+    evaluator.vocab = {"assistant": {t: i for i, t in enumerate(block.terms)}}
+    evaluator.idf = {"assistant": np.asarray(block.idf)}
+    unseen = [["a", "zz", "b"], ["c", "c", "c"]]
+    for batch in (docs, unseen):
+        assert np.allclose(evaluator._text_matrix("assistant", batch).toarray(), vectorizer.transform(batch).toarray())
+
+
+def test_predict_writes_the_official_run_file_format(trained, tmp_path, capsys):
+    corpus, model = trained
+    out = tmp_path / "pred.json"
+    assert main(["evaluator", "predict", str(corpus), "--model", str(model), "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "conversations/s predicting" in printed and "load average" in printed
+    records = json.loads(out.read_text())
+    dialogues = {d.conversation_id: d for d in (x for c in (corpus / "cells").iterdir() for x in load_run(c).dialogues)}
+    assert len(records) == len(dialogues)
+    for record in records:
+        assert set(record) == {"conv_id", "turns", "dial_level_pred"}
+        d = dialogues[record["conv_id"]]
+        assert [t["turn_ind"] for t in record["turns"]] == [u.metadata["turn_ind"] for u in d.agent_turns]
+        for turn in record["turns"]:
+            assert set(turn) == {"turn_ind", "turn_level_pred"}
+            assert set(turn["turn_level_pred"]) == {"relevance", "interestingness"}
+            for name, value in turn["turn_level_pred"].items():
+                assert BY_NAME[name].low <= value <= BY_NAME[name].high
+        assert set(record["dial_level_pred"]) == set(OFFICIAL) - {"relevance", "interestingness"}
+        for name, value in record["dial_level_pred"].items():
+            assert BY_NAME[name].low <= value <= BY_NAME[name].high
+    # ... and the official rule reads it back: meta-eval scores it (on its own training data: optimistic)
+    assert main(["meta-eval", str(corpus), "--judgments", f"learned={out}", "--no-baselines", "--resamples", "0",
+                 "--no-report", "-o", str(tmp_path / "me")]) == 0  # fmt: skip
+    assert "| learned (computed) |" in capsys.readouterr().out
+    everything = tmp_path / "all.json"
+    main(["evaluator", "predict", str(corpus), "--model", str(model), "--output", str(everything), "--all-aspects"])
+    assert "explanation" in read_run_file(everything)[0].dial_level_pred
+
+
+def test_predict_warns_when_a_run_looks_unlike_the_training_data(trained, tmp_path, capsys):
+    _, model = trained
+    odd = [
+        {
+            "conv_id": f"odd_redial_{i}",
+            "dialogue": [
+                {"turn_ind": 0, "role": "USER", "utterance": "Guten Tag, ich suche einen Film " * 30},
+                {"turn_ind": 1, "role": "ASST", "utterance": "Vielleicht gefällt Ihnen dieser Streifen sehr " * 40},
+            ],
+        }
+        for i in range(20)
+    ]
+    (tmp_path / "odd.json").write_text(json.dumps(odd))
+    run = tmp_path / "odd"
+    assert main(["convert", "crsarena-eval", "-i", str(tmp_path / "odd.json"), "-o", str(run)]) == 0
+    assert main(["evaluator", "predict", str(run), "--model", str(model), "-o", str(tmp_path / "p.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "outside the model's vocabulary" in printed
+    assert "assistant words values lie outside the training range" in printed
+
+
+def test_the_learned_judge_writes_judgments_that_export_to_the_same_run_file(trained, tmp_path, capsys):
+    import shutil
+
+    corpus, model = trained
+    cell = tmp_path / "cell"
+    shutil.copytree(corpus / "cells" / "human__kbrd_redial__redial", cell)
+    assert main(["judge", str(cell), "--judge", "learned", "--model", str(model), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    dialogues = load_run(cell).dialogues
+    dialogue_aspects, turn_aspects = 7, 2  # the model's aspects: 7 per conversation, 2 per assistant turn
+    turns = sum(len(d.agent_turns) for d in dialogues)
+    assert summary["judged"] == len(dialogues) and summary["skipped_invalid"] == {}  # one-turn chats judged too
+    assert summary["judgments_written"] == len(dialogues) * dialogue_aspects + turn_aspects * turns
+    records = load_run(cell).judgments
+    assert {r["model"] for r in records} == {"learned:" + hashlib.sha256(model.read_bytes()).hexdigest()[:12]}
+    assert any(r["name"] == f"relevance@{dialogues[0].agent_turns[0].metadata['turn_ind']}" for r in records)
+    assert all(r["usage"]["calls"] == 0 for r in records)
+    assert main(["judge", str(cell), "--judge", "learned", "--model", str(model), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["already_done"] == len(dialogues)
+    exported, predicted = tmp_path / "exported.json", tmp_path / "predicted.json"
+    assert main(["export-run", str(cell), "-o", str(exported)]) == 0
+    assert main(["evaluator", "predict", str(cell), "--model", str(model), "-o", str(predicted)]) == 0
+    a = {c.conv_id: c for c in read_run_file(exported)}
+    b = {c.conv_id: c for c in read_run_file(predicted)}
+    assert a.keys() == b.keys()
+    for cid in a:
+        assert a[cid].dial_level_pred == pytest.approx(b[cid].dial_level_pred)
+        assert [t.turn_level_pred for t in a[cid].turns] == [pytest.approx(t.turn_level_pred) for t in b[cid].turns]
+    assert main(["judge", str(cell), "--judge", "learned"]) == 2
+    assert "--model MODEL" in capsys.readouterr().err
+
+
+def test_scores_crsarena_dial_and_meta_eval_prints_the_ranking_against_bradley_terry(trained, tmp_path, capsys):
+    _, model = trained
+    raw = SHARED_DATA / "raw" / "crsarena_dial"
+    corpus = tmp_path / "dial"
+    assert main(["convert", "crsarena-dial", "-i", str(raw / "crs_arena_dial_open_first2_per_crs.json"),
+                 str(raw / "votes_open_first25.csv"), "-o", str(corpus)]) == 0  # fmt: skip
+    run_file = tmp_path / "dial_run.json"
+    assert main(["evaluator", "predict", str(corpus), "--model", str(model), "-o", str(run_file)]) == 0
+    assert len(read_run_file(run_file)) == 18
+    capsys.readouterr()
+    code = main(["meta-eval", str(corpus), "--scores", "learned:dialogue_overall", "--judgments",
+                 f"learned={run_file}", "--resamples", "50", "--no-report", "-o", str(tmp_path / "me")])  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "human ranking (Bradley-Terry from 25 votes" in printed
+    block = printed.split("system ranking by learned:dialogue_overall")[1]
+    rows = [line for line in block.splitlines() if line.startswith("| ") and "_" in line.split("|")[1]]
+    assert len(rows) == 9  # every CRS: mean score and rank beside BT strength and rank
+    assert "| learned:dialogue_overall | system | kendall_tau_b |" in printed
+
+
+def test_scores_a_simulated_run_and_reads_the_agenda_users_acts(trained, tmp_path, capsys):
+    import usersimcrs as us
+    from usersimcrs.judges.learned.features import TURN_FEATURES, conversation_features
+
+    _, model = trained
+    root = Path(__file__).resolve().parents[1]
+    run = us.simulate(
+        crs="retrieval",
+        simulator={"type": "agenda", "nlu": "rules", "nlg": "template"},
+        items=str(root / "configs/data/tiny_movies.csv"),
+        ratings=str(root / "configs/data/tiny_ratings.csv"),
+        conversations=4,
+        output=tmp_path / "sim",
+        max_turns=4,
+    )
+    out = tmp_path / "sim.json"
+    assert main(["evaluator", "predict", str(run.path), "--model", str(model), "-o", str(out)]) == 0
+    predicted = {c.conv_id: c for c in read_run_file(out)}
+    for d in run.dialogues:
+        assert [t.turn_ind for t in predicted[d.conversation_id].turns] == [
+            i for i, u in enumerate(d.utterances) if u.participant == "AGENT"
+        ]
+    # a user act counts as a cue even when the words do not say it
+    d = Dialogue(conversation_id="acts")
+    d.add(Utterance(participant="USER", text="hm"))
+    d.add(Utterance(participant="AGENT", text="Try Heat (1995)."))
+    d.add(Utterance(participant="USER", text="hm", dialogue_acts=[DialogueAct(intent="NOTE.DISLIKE")]))
+    row = dict(zip(TURN_FEATURES, conversation_features(d).hand[0]))
+    assert row["n_reject"] == 1.0 and row["p_reject"] == 0.0 and row["a_titles"] == 1.0
