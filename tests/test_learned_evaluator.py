@@ -110,7 +110,7 @@ def test_exported_trees_and_text_weights_predict_what_scikit_learn_predicts():
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     from usersimcrs.analysis.evaluator_fit import _export_trees, _identity
-    from usersimcrs.judges.learned.model import Evaluator, TextBlock, _CompiledTrees
+    from usersimcrs.judges.learned.model import TextBlock, TextVectors, _CompiledTrees
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 6))
@@ -123,12 +123,12 @@ def test_exported_trees_and_text_weights_predict_what_scikit_learn_predicts():
     docs = [["a", "b", "a b"], ["a", "a", "c"], [], ["b", "c", "d", "c d"], ["a", "d"]]
     vectorizer = TfidfVectorizer(analyzer=_identity, min_df=2, sublinear_tf=True, norm="l2").fit(docs)
     block = TextBlock(name="assistant", terms=vectorizer.get_feature_names_out().tolist(), idf=vectorizer.idf_.tolist())
-    evaluator = Evaluator.__new__(Evaluator)
-    evaluator.vocab = {"assistant": {t: i for i, t in enumerate(block.terms)}}
-    evaluator.idf = {"assistant": np.asarray(block.idf)}
+    other = TextBlock(name="next_user", terms=["a", "zz"], idf=[1.0, 2.0])  # a second block shares the lookups
+    text = TextVectors([block, other])
     unseen = [["a", "zz", "b"], ["c", "c", "c"]]
     for batch in (docs, unseen):
-        assert np.allclose(evaluator._text_matrix("assistant", batch).toarray(), vectorizer.transform(batch).toarray())
+        assert np.allclose(text.matrix("assistant", batch).toarray(), vectorizer.transform(batch).toarray())
+    assert text.matrix("next_user", unseen).toarray() == pytest.approx(np.array([[1, 2], [0, 0]]) / np.sqrt(5))
 
 
 def test_predict_writes_the_official_run_file_format(trained, tmp_path, capsys):
@@ -136,7 +136,9 @@ def test_predict_writes_the_official_run_file_format(trained, tmp_path, capsys):
     out = tmp_path / "pred.json"
     assert main(["evaluator", "predict", str(corpus), "--model", str(model), "--output", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "conversations/s predicting" in printed and "load average" in printed
+    assert (
+        "conversations/s reading and scoring" in printed and "per CPU-second" in printed and "load average" in printed
+    )
     records = json.loads(out.read_text())
     dialogues = {d.conversation_id: d for d in (x for c in (corpus / "cells").iterdir() for x in load_run(c).dialogues)}
     assert len(records) == len(dialogues)
@@ -264,3 +266,14 @@ def test_scores_a_simulated_run_and_reads_the_agenda_users_acts(trained, tmp_pat
     d.add(Utterance(participant="USER", text="hm", dialogue_acts=[DialogueAct(intent="NOTE.DISLIKE")]))
     row = dict(zip(TURN_FEATURES, conversation_features(d).hand[0]))
     assert row["n_reject"] == 1.0 and row["p_reject"] == 0.0 and row["a_titles"] == 1.0
+
+
+def test_worker_processes_give_the_same_run_file_in_the_same_order(trained, tmp_path):
+    from usersimcrs.pipeline.evaluator import predict_evaluator
+
+    corpus, model = trained
+    one = predict_evaluator(corpus, model, tmp_path / "one.json", batch=16, workers=1)
+    two = predict_evaluator(corpus, model, tmp_path / "two.json", batch=16, workers=2)
+    assert one.workers == 1 and two.workers == 2 and one.conversations == two.conversations == 5 * PER_CRS
+    assert (tmp_path / "one.json").read_bytes() == (tmp_path / "two.json").read_bytes()
+    assert two.cpu_seconds > 0 and one.warnings == two.warnings

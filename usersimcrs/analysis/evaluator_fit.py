@@ -43,7 +43,7 @@ from usersimcrs.judges.learned.features import (
     ConversationFeatures,
     conversation_features,
     dialogue_feature_names,
-    dialogue_vector,
+    dialogue_matrix,
     load_cues,
 )
 from usersimcrs.judges.learned.model import (
@@ -300,10 +300,7 @@ def _select_turns(data: TrainingSet, folds: int, seed: int) -> dict[str, Selecti
 
 
 def _dialogue_matrix(data: TrainingSet, turn_predictions: np.ndarray) -> np.ndarray:
-    rows = []
-    for i, f in enumerate(data.features):
-        rows.append(dialogue_vector(f, turn_predictions[data.turn_conversation == i]))
-    return np.vstack(rows)
+    return dialogue_matrix(data.features, turn_predictions)
 
 
 def _select_dialogues(x: np.ndarray, data: TrainingSet, folds: int, seed: int) -> dict[str, Selection]:

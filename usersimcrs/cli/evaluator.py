@@ -27,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     predict.add_argument(
         "--output", "-o", required=True, metavar="FILE", help="run file to write (CRSArena-Eval format)"
     )
+    predict.add_argument("--workers", type=int, help="processes scoring in parallel (default: one per CPU, at most 4)")
     predict.add_argument(
         "--all-aspects",
         action="store_true",
@@ -68,17 +69,18 @@ def handle_predict(args: argparse.Namespace) -> int:
 
     from usersimcrs.pipeline.evaluator import predict_evaluator
 
-    result = predict_evaluator(args.run, args.model, args.output, all_aspects=args.all_aspects)
+    result = predict_evaluator(args.run, args.model, args.output, all_aspects=args.all_aspects, workers=args.workers)
     load = os.getloadavg()
     print(
         f"scored {result.conversations} conversations ({result.turns} assistant turns, "
         f"{result.failed_conversations_scored} of them failed runs, scored as they are) -> {result.output}"
     )
     print(
-        f"throughput: {result.conversations_per_second:,.0f} conversations/s predicting "
-        f"({result.predict_seconds:.2f} s), {result.conversations_per_second_total:,.0f} conversations/s with reading "
-        f"and writing ({result.total_seconds:.2f} s); {os.cpu_count()} CPUs, load average "
-        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+        f"throughput: {result.conversations_per_second:,.0f} conversations/s reading and scoring "
+        f"({result.predict_seconds:.2f} s, {result.workers} process{'es' if result.workers > 1 else ''}), "
+        f"{result.conversations_per_second_total:,.0f} conversations/s with loading the model and writing "
+        f"({result.total_seconds:.2f} s); {result.conversations_per_cpu_second:,.0f} conversations per CPU-second "
+        f"({result.cpu_seconds:.2f} CPU-s); {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
     for warning in result.warnings:
         print(f"warning: {warning}")

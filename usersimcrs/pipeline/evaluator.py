@@ -10,15 +10,19 @@ official rule, CIs and within-system figures, and writes the tables docs/meta-ev
 
 from __future__ import annotations
 
+import functools
+import os
 import time
+from collections import deque
 from pathlib import Path
 from typing import Callable
 
 from pydantic import BaseModel, Field
 
 from usersimcrs.core.crsarena_eval import OFFICIAL, RunFileConversation, RunFileTurn
-from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.errors import UserError
+from usersimcrs.judges.learned.features import ConversationText
+from usersimcrs.judges.learned.model import Evaluator, RunStats
 from usersimcrs.pipeline.sources import load_sources
 
 PREDICT_BATCH = 2048
@@ -46,8 +50,15 @@ class PredictResult(BaseModel):
     conversations: int
     turns: int
     failed_conversations_scored: int
-    predict_seconds: float = Field(description="features and model only")
-    total_seconds: float = Field(description="reading the run, predicting and writing the run file")
+    workers: int = Field(description="processes that scored (1: this one)")
+    predict_seconds: float = Field(description="streaming the run from disk and scoring it (features and model)")
+    cpu_seconds: float = Field(description="CPU time of reading and scoring, all processes (free of other load)")
+    total_seconds: float = Field(description="also loading the model and writing the run file")
+
+    @property
+    def conversations_per_cpu_second(self) -> float:
+        return self.conversations / self.cpu_seconds if self.cpu_seconds else float("inf")
+
     conversations_per_second: float
     conversations_per_second_total: float
     warnings: list[str] = Field(default_factory=list)
@@ -80,37 +91,69 @@ def train_evaluator(data: str | Path, output: str | Path, *, folds: int = 5, see
 
 
 def predict_evaluator(
-    run: str | Path, model: str | Path, output: str | Path, *, batch: int = PREDICT_BATCH, all_aspects: bool = False
+    run: str | Path,
+    model: str | Path,
+    output: str | Path,
+    *,
+    batch: int = PREDICT_BATCH,
+    all_aspects: bool = False,
+    workers: int | None = None,
 ) -> PredictResult:
     """Score every conversation under `run` (a run folder or a matrix) and write a run file to `output`
-    with the official rule's seven aspects (`all_aspects`: every aspect the model has)."""
+    with the official rule's seven aspects (`all_aspects`: every aspect the model has).
+
+    The conversations stream from disk in batches; with more than one batch, `workers` processes
+    (default: one per CPU, at most 4) score them while this one reads the next; one batch is
+    scored here. The output keeps the run's order.
+    """
+    from concurrent.futures import Future, ProcessPoolExecutor
+
     from usersimcrs.core.crsarena_eval import write_run_file
-    from usersimcrs.judges.learned.model import Evaluator, RunStats
+    from usersimcrs.core.jsonl import iter_jsonl
+    from usersimcrs.core.run_folder import DIALOGUES
 
     started = time.perf_counter()
-    evaluator = Evaluator.load(model)
+    evaluator = _evaluator(str(model))  # a bad or incompatible model stops here, before any work
+    workers = max(1, workers if workers is not None else min(os.cpu_count() or 1, MAX_WORKERS))
     stats = RunStats()
-    predictions = []
-    predict_seconds = 0.0
+    predictions: list[RunFileConversation] = []
+    pending: list[ConversationText] = []
+    in_flight: deque[Future] = deque()
+    pool: ProcessPoolExecutor | None = None
     failed = 0
-    pending: list[Dialogue] = []
+    scoring = time.perf_counter()
+    cpu = _cpu_seconds()
 
-    def flush() -> None:
-        nonlocal predict_seconds
-        if not pending:
-            return
-        t0 = time.perf_counter()
-        predictions.extend(evaluator.predict(pending, stats))
-        predict_seconds += time.perf_counter() - t0
-        pending.clear()
+    def collect(future: Future) -> None:
+        done, part = future.result()
+        predictions.extend(done)
+        stats.add(part)
 
-    for source in load_sources(run):
-        for dialogue in source.run.iter_dialogues():
-            failed += dialogue.status != "ok"
-            pending.append(dialogue)
-            if len(pending) >= batch:
-                flush()
-    flush()
+    try:
+        for source in load_sources(run):
+            for record in iter_jsonl(source.run.path / DIALOGUES):
+                failed += record.get("status", "ok") != "ok"
+                pending.append(_text_of(record, source.run.path))
+                if len(pending) < batch:
+                    continue
+                if workers > 1 and pool is None:
+                    pool = ProcessPoolExecutor(max_workers=workers)
+                if pool is None:
+                    predictions.extend(evaluator.predict(pending, stats))
+                else:
+                    in_flight.append(pool.submit(_score_chunk, str(model), list(pending)))
+                    while len(in_flight) > 2 * workers:
+                        collect(in_flight.popleft())
+                pending = []
+        while in_flight:
+            collect(in_flight.popleft())
+        if pending:
+            predictions.extend(evaluator.predict(pending, stats))
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    scoring_seconds = time.perf_counter() - scoring
+    cpu_seconds = _cpu_seconds() - cpu  # this process and its finished workers
     if not predictions:
         raise UserError(f"{run}: no conversations to score")
     if not all_aspects:
@@ -123,12 +166,52 @@ def predict_evaluator(
         conversations=n,
         turns=sum(len(p.turns) for p in predictions),
         failed_conversations_scored=failed,
-        predict_seconds=predict_seconds,
+        workers=workers if pool is not None else 1,
+        predict_seconds=scoring_seconds,
+        cpu_seconds=cpu_seconds,
         total_seconds=total,
-        conversations_per_second=n / predict_seconds if predict_seconds else float("inf"),
+        conversations_per_second=n / scoring_seconds if scoring_seconds else float("inf"),
         conversations_per_second_total=n / total if total else float("inf"),
         warnings=evaluator.drift(stats),
     )
+
+
+MAX_WORKERS = 4
+
+
+def _text_of(record: dict, folder: Path) -> ConversationText:
+    """What the evaluator reads of one stored dialogue, without building the full model; a record
+    that lacks what it needs is validated, so the error names the problem."""
+    from usersimcrs.core.dialogue import Dialogue
+    from usersimcrs.core.validation import validate
+    from usersimcrs.errors import DataError
+    from usersimcrs.judges.learned.features import conversation_text, conversation_text_from_record
+
+    try:
+        return conversation_text_from_record(record)
+    except (KeyError, TypeError, AttributeError):
+        where = f"{folder}: conversation {record.get('conversation_id', '?')}"
+        return conversation_text(validate(Dialogue, record, source=where, error=DataError))
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its children that have ended (user + system)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+@functools.lru_cache(maxsize=2)
+def _evaluator(path: str) -> Evaluator:
+    """The loaded model of `path`, once per process (the main one and each worker)."""
+    return Evaluator.load(path)
+
+
+def _score_chunk(path: str, chunk: list[ConversationText]) -> tuple[list[RunFileConversation], RunStats]:
+    """A worker's job: one batch of conversations scored with the model at `path`."""
+    stats = RunStats()
+    return _evaluator(path).predict(chunk, stats), stats
 
 
 def official_only(conversation: RunFileConversation) -> RunFileConversation:

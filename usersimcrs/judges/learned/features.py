@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.crsarena_eval import turn_index
-from usersimcrs.core.dialogue import AGENT, Dialogue, Utterance
+from usersimcrs.core.dialogue import AGENT, Dialogue
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import parse_yaml_mapping
 
@@ -39,7 +39,6 @@ TEXT_BLOCKS = ("assistant", "previous_user", "next_user")
 
 _TOKEN = re.compile(r"[\w']+")
 _YEAR = re.compile(r"\(\s*(?:19|20)\d\d\s*\)")
-_TITLE_START = re.compile(r"[\n:()]")
 _LIST_LINE = re.compile(r"(?m)^\s*\d{1,2}\s*[:.)]?\s+\S")
 _QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 
@@ -123,9 +122,9 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text.translate(_QUOTES).lower())
 
 
-def ngrams(words: Sequence[str]) -> list[str]:
+def ngrams(words: list[str]) -> list[str]:
     """Unigrams and bigrams of a token list: the terms of the text blocks."""
-    return [*words, *(f"{a} {b}" for a, b in zip(words, words[1:]))]
+    return words + list(map(" ".join, zip(words, words[1:])))
 
 
 @dataclass
@@ -133,6 +132,7 @@ class Reading:
     """What the features need from one utterance, computed once (a user turn serves two assistant turns)."""
 
     words: list[str]
+    terms: list[str]
     token_set: frozenset[str]
     padded: str
     content: frozenset[str]
@@ -148,33 +148,86 @@ class Reading:
         return len(self.words)
 
 
+@dataclass(frozen=True, slots=True)
+class TurnText:
+    """What the features read of one utterance: plain values, cheap to send to a worker process."""
+
+    assistant: bool
+    text: str
+    turn_ind: int
+    items: tuple[str, ...] = ()
+    intents: frozenset[str] = frozenset()
+
+
+ConversationText = tuple[str, list[TurnText]]
+"""A conversation as the features read it: its ID and its utterances."""
+
+
+def conversation_text(dialogue: Dialogue) -> ConversationText:
+    """The plain values of `dialogue` the features read (item titles, user act intents, turn indices)."""
+    return (
+        dialogue.conversation_id,
+        [
+            TurnText(
+                assistant=u.participant == AGENT,
+                text=u.text,
+                turn_ind=turn_index(i, u),
+                items=tuple(t for t in ((item.title or item.id or "").strip().lower() for item in u.items) if t),
+                intents=frozenset(act.intent.upper() for act in u.dialogue_acts),
+            )
+            for i, u in enumerate(dialogue.utterances)
+        ],
+    )
+
+
+def conversation_text_from_record(record: dict) -> ConversationText:
+    """`conversation_text` straight from a stored dialogue record (no model validation: the hot path of
+    scoring large runs). A record without the fields it needs raises KeyError or TypeError."""
+    turns = []
+    for i, u in enumerate(record["utterances"]):
+        metadata = u.get("metadata") or {}
+        turn = metadata.get("turn_ind")
+        items = u.get("items") or ()
+        acts = u.get("dialogue_acts") or ()
+        turns.append(
+            TurnText(
+                assistant=u["participant"] == AGENT,
+                text=str(u["text"]),
+                turn_ind=turn if isinstance(turn, int) and not isinstance(turn, bool) else i,
+                items=tuple(t for t in ((x.get("title") or x.get("id") or "").strip().lower() for x in items) if t),
+                intents=frozenset(str(a["intent"]).upper() for a in acts),
+            )
+        )
+    return str(record["conversation_id"]), turns
+
+
 USER_CUES = ("reject", "accept", "why", "request")
 ASSISTANT_CUES = ("self_talk", "apology")
 
 
-def read(utterance: Utterance, cues: Cues) -> Reading:
+def read(turn: TurnText, cues: Cues) -> Reading:
     """One utterance's tokens, titles and cue flags (acts, where annotated, count as cues too)."""
-    text = utterance.text
+    text = turn.text
     words = tokens(text)
     token_set = frozenset(words)
     padded = " " + " ".join(words) + " "
     years = list(_YEAR.finditer(text)) if "(" in text else []
     titles = {title for m in years if (title := _title_before(text, m.start()))}
-    titles |= {(item.title or item.id or "").strip().lower() for item in utterance.items} - {""}
-    intents = {act.intent.upper() for act in utterance.dialogue_acts}
-    wanted = ASSISTANT_CUES if utterance.participant == AGENT else USER_CUES
+    titles.update(turn.items)
+    intents = turn.intents
     flags = {
         name: getattr(cues, name).matches(token_set, padded) or bool(intents & cues.intents.get(name, frozenset()))
-        for name in wanted
+        for name in (ASSISTANT_CUES if turn.assistant else USER_CUES)
     }
     return Reading(
         words=words,
+        terms=ngrams(words),
         token_set=token_set,
         padded=padded,
-        content=frozenset(w for w in words if w not in cues.stopwords and len(w) > 2),
+        content=frozenset(w for w in token_set - cues.stopwords if len(w) > 2),
         titles=frozenset(titles),
-        n_titles=max(len(years), len(utterance.items)),
-        is_list="following items" in padded or len(_LIST_LINE.findall(text)) >= 2,
+        n_titles=max(len(years), len(turn.items)),
+        is_list="following items" in padded or ("\n" in text and len(_LIST_LINE.findall(text)) >= 2),
         question="?" in text,
         exclaim="!" in text,
         flags=flags,
@@ -184,8 +237,8 @@ def read(utterance: Utterance, cues: Cues) -> Reading:
 def _title_before(text: str, end: int) -> str:
     """The words before a "(year)" back to the previous line break, colon or bracket (at most 80 characters)."""
     start = max(0, end - 80)
-    cuts = [m.end() for m in _TITLE_START.finditer(text, start, end)]
-    return text[(cuts[-1] if cuts else start) : end].strip().lower()
+    cut = max(text.rfind(mark, start, end) for mark in "\n:()")
+    return text[(cut + 1 if cut >= 0 else start) : end].strip().lower()
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -258,12 +311,12 @@ EXTRA_FEATURES = ("turns_log", "user_words_log", "distinct_titles_log", "final_u
 """Whole-conversation features beside the aggregates of the turn features."""
 
 
-def conversation_features(dialogue: Dialogue, cues: Cues | None = None) -> ConversationFeatures:
-    """The features of every assistant turn of `dialogue` (in order) and its whole-conversation extras."""
+def conversation_features(conversation: Dialogue | ConversationText, cues: Cues | None = None) -> ConversationFeatures:
+    """The features of every assistant turn of a conversation (in order) and its whole-conversation extras."""
     cues = cues or load_cues()
-    utterances = dialogue.utterances
+    _, utterances = conversation_text(conversation) if isinstance(conversation, Dialogue) else conversation
     readings = [read(u, cues) for u in utterances]
-    assistant = [i for i, u in enumerate(utterances) if u.participant == AGENT]
+    assistant = [i for i, u in enumerate(utterances) if u.assistant]
     count = len(assistant)
     rows: list[list[float]] = []
     docs: dict[str, list[list[str]]] = {block: [] for block in TEXT_BLOCKS}
@@ -273,13 +326,13 @@ def conversation_features(dialogue: Dialogue, cues: Cues | None = None) -> Conve
     latest: Reading | None = None
     for u, r in zip(utterances, readings):
         before.append(latest)
-        if u.participant != AGENT:
+        if not u.assistant:
             latest = r
     after: list[Reading | None] = [None] * len(utterances)  # the first user turn after each position
     latest = None
     for i in range(len(utterances) - 1, -1, -1):
         after[i] = latest
-        if utterances[i].participant != AGENT:
+        if not utterances[i].assistant:
             latest = readings[i]
     for k, i in enumerate(assistant):
         a, p, n = readings[i], before[i], after[i]
@@ -335,13 +388,13 @@ def conversation_features(dialogue: Dialogue, cues: Cues | None = None) -> Conve
             math.log1p(count),
         ]
         rows.append(row)
-        docs["assistant"].append(ngrams(a.words))
-        docs["previous_user"].append(ngrams(p.words) if p is not None else [])
-        docs["next_user"].append(ngrams(n.words) if n is not None else [])
+        docs["assistant"].append(a.terms)  # the same list object wherever an utterance is used
+        docs["previous_user"].append(p.terms if p is not None else [])
+        docs["next_user"].append(n.terms if n is not None else [])
         seen_content.append(a.content)
         seen_titles |= a.titles
-    users = [r for u, r in zip(utterances, readings) if u.participant != AGENT]
-    final_user = readings[-1] if utterances and utterances[-1].participant != AGENT and count else None
+    users = [r for u, r in zip(utterances, readings) if not u.assistant]
+    final_user = readings[-1] if utterances and not utterances[-1].assistant and count else None
     extra = [
         math.log1p(count),
         math.log1p(sum(r.length for r in users)),
@@ -350,7 +403,7 @@ def conversation_features(dialogue: Dialogue, cues: Cues | None = None) -> Conve
         float(final_user is not None and final_user.flags["accept"]),
     ]
     return ConversationFeatures(
-        turn_inds=[_turn_index(i, utterances[i]) for i in assistant],
+        turn_inds=[utterances[i].turn_ind for i in assistant],
         hand=np.asarray(rows, dtype=float).reshape(count, len(TURN_FEATURES)),
         docs=docs,
         extra=np.asarray(extra, dtype=float),
@@ -364,10 +417,6 @@ def _words_of(title: str) -> str:
     return " " + " ".join(parts) + " " if parts else ""
 
 
-def _turn_index(position: int, utterance: Utterance) -> int:
-    return turn_index(position, utterance)
-
-
 AGGREGATES = ("mean", "min", "max", "first", "last")
 PREDICTION_AGGREGATES = ("mean", "min", "max", "first", "last", "std")
 
@@ -377,6 +426,40 @@ def dialogue_feature_names(turn_aspects: Sequence[str]) -> list[str]:
     names = [f"{agg}_{f}" for f in TURN_FEATURES for agg in AGGREGATES]
     names += [f"{agg}_pred_{a}" for a in turn_aspects for agg in PREDICTION_AGGREGATES]
     return names + list(EXTRA_FEATURES)
+
+
+def dialogue_matrix(features: Sequence[ConversationFeatures], turn_predictions: np.ndarray) -> np.ndarray:
+    """`dialogue_vector` for many conversations at once (rows of `turn_predictions` follow their turns)."""
+    sizes = np.asarray([f.hand.shape[0] for f in features], dtype=np.int64)
+    n_pred = turn_predictions.shape[1]
+    width = len(TURN_FEATURES) * len(AGGREGATES) + n_pred * len(PREDICTION_AGGREGATES) + len(EXTRA_FEATURES)
+    out = np.zeros((len(features), width))
+    if not len(features):
+        return out
+    extra = np.vstack([f.extra for f in features])
+    out[:, -len(EXTRA_FEATURES) :] = extra
+    has = sizes > 0
+    if not has.any():
+        return out
+    hand = np.vstack([f.hand for f in features])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])[has]
+    lasts = starts + sizes[has] - 1
+    counts = sizes[has][:, None].astype(float)
+
+    def block(values: np.ndarray, with_std: bool) -> np.ndarray:
+        mean = np.add.reduceat(values, starts, axis=0) / counts
+        parts = [mean, np.minimum.reduceat(values, starts, axis=0), np.maximum.reduceat(values, starts, axis=0)]
+        parts += [values[starts], values[lasts]]
+        if with_std:
+            square = np.add.reduceat(values * values, starts, axis=0) / counts
+            parts.append(np.sqrt(np.maximum(square - mean * mean, 0.0)))
+        return np.stack(parts, axis=2).reshape(len(starts), -1)
+
+    left = len(TURN_FEATURES) * len(AGGREGATES)
+    out[has, :left] = block(hand, False)
+    if n_pred:
+        out[has, left : left + n_pred * len(PREDICTION_AGGREGATES)] = block(turn_predictions, True)
+    return out
 
 
 def dialogue_vector(features: ConversationFeatures, turn_predictions: np.ndarray) -> np.ndarray:

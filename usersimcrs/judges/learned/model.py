@@ -30,9 +30,11 @@ from usersimcrs.judges.learned.features import (
     TEXT_BLOCKS,
     TURN_FEATURES,
     ConversationFeatures,
+    ConversationText,
     conversation_features,
+    conversation_text,
     dialogue_feature_names,
-    dialogue_vector,
+    dialogue_matrix,
     load_cues,
 )
 
@@ -287,6 +289,59 @@ class RunStats:
     conversations: int = 0
     without_assistant_turn: int = 0
 
+    def add(self, other: RunStats) -> None:
+        """Fold in the counts of another batch (e.g. from a worker process)."""
+        self.words += other.words
+        self.unknown_words += other.unknown_words
+        self.conversations += other.conversations
+        self.without_assistant_turn += other.without_assistant_turn
+        for name in ("assistant_words", "user_words", "assistant_turns"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if theirs:
+                setattr(self, name, (mine or []) + theirs)
+
+
+class TextVectors:
+    """The text blocks' vocabularies, turning term lists into TF-IDF rows as scikit-learn's
+    TfidfVectorizer did at training (sublinear term frequency, L2 norm), a whole batch at once."""
+
+    def __init__(self, blocks: Sequence[TextBlock]) -> None:
+        vocab = {b.name: {t: i for i, t in enumerate(b.terms)} for b in blocks}
+        self.idf = {b.name: np.asarray(b.idf, dtype=float) for b in blocks}
+        # one lookup per term for all blocks: term -> global id -> the block's column (-1: not in it)
+        every = sorted({t for b in blocks for t in b.terms})
+        self.term_ids = {t: i for i, t in enumerate(every)}
+        self.columns = {name: np.asarray([v.get(t, -1) for t in every], dtype=np.int64) for name, v in vocab.items()}
+        self.unigrams = frozenset(t for t in every if " " not in t)
+
+    def matrix(self, block: str, docs: Sequence[list[str]], known: dict[int, list[int]] | None = None):
+        """TF-IDF rows of `docs` over `block`'s vocabulary. `known`: term ids of docs already looked up
+        (by object identity), shared across blocks (the same user turn serves two blocks)."""
+        from scipy.sparse import csr_matrix
+
+        idf = self.idf[block]
+        size = idf.size
+        lookup = self.term_ids.get
+        cache = known if known is not None else {}
+        ids = []
+        for doc in docs:
+            hit = cache.get(id(doc))
+            if hit is None:
+                hit = cache[id(doc)] = [g for g in map(lookup, doc) if g is not None]
+            ids.append(hit)
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        terms = np.fromiter((g for row in ids for g in row), dtype=np.int64, count=int(lengths.sum()))
+        cols = self.columns[block][terms] if terms.size else terms
+        rows = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
+        keep = cols >= 0
+        keys, counts = np.unique(rows[keep] * size + cols[keep], return_counts=True)
+        r, c = keys // size, keys % size
+        weights = (1.0 + np.log(counts)) * idf[c]
+        norms = np.sqrt(np.bincount(r, weights=weights * weights, minlength=len(ids)))
+        weights = weights / norms[r]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=len(ids)))])
+        return csr_matrix((weights, c, indptr), shape=(len(ids), size))
+
 
 class Evaluator:
     """A loaded model ready to score conversations (numpy only; no scikit-learn needed)."""
@@ -294,9 +349,7 @@ class Evaluator:
     def __init__(self, model: LearnedModel) -> None:
         self.model = model
         self.cues = load_cues()
-        self.vocab = {b.name: {t: i for i, t in enumerate(b.terms)} for b in model.text_blocks}
-        self.idf = {b.name: np.asarray(b.idf, dtype=float) for b in model.text_blocks}
-        self.unigrams = frozenset(t for b in model.text_blocks for t in b.terms if " " not in t)
+        self.text = TextVectors(model.text_blocks)
         self.turn_mean = np.asarray(model.turn_scaler.mean)
         self.turn_scale = np.asarray(model.turn_scaler.scale)
         self.dial_mean = np.asarray(model.dialogue_scaler.mean)
@@ -316,26 +369,6 @@ class Evaluator:
     def load(cls, path: str | Path) -> Evaluator:
         return cls(load_model(path))
 
-    def _text_matrix(self, block: str, docs: Sequence[list[str]]):
-        """TF-IDF rows of `docs` over the block's vocabulary: sublinear term frequency, L2-normalised
-        (what scikit-learn's TfidfVectorizer computed at training), built for the whole batch at once."""
-        from scipy.sparse import csr_matrix
-
-        vocab, idf = self.vocab[block], self.idf[block]
-        size = len(vocab)
-        lookup = vocab.get
-        ids = [[j for j in map(lookup, doc) if j is not None] for doc in docs]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        cols = np.fromiter((j for row in ids for j in row), dtype=np.int64, count=int(lengths.sum()))
-        rows = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
-        keys, counts = np.unique(rows * size + cols, return_counts=True)
-        r, c = keys // size, keys % size
-        weights = (1.0 + np.log(counts)) * idf[c]
-        norms = np.sqrt(np.bincount(r, weights=weights * weights, minlength=len(ids)))
-        weights = weights / norms[r]
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=len(ids)))])
-        return csr_matrix((weights, c, indptr), shape=(len(ids), size))
-
     def _predict(self, aspect: _CompiledAspect, x: np.ndarray, scaled: np.ndarray, text: dict[str, Any]) -> np.ndarray:
         linear = aspect.intercept + scaled @ aspect.weights
         for block, coef in aspect.text.items():
@@ -345,14 +378,16 @@ class Evaluator:
         blend = aspect.spec.blend
         return blend * linear + (1.0 - blend) * aspect.trees.predict(x)
 
-    def predict(self, dialogues: Iterable[Dialogue], stats: RunStats | None = None) -> list[RunFileConversation]:
+    def predict(
+        self, conversations: Iterable[Dialogue | ConversationText], stats: RunStats | None = None
+    ) -> list[RunFileConversation]:
         """Predictions for every conversation (clipped to each aspect's scale); one batch of model calls.
 
         A conversation without an assistant turn gets no turn predictions and dialogue predictions
         from its extras only (counted in `stats.without_assistant_turn`).
         """
-        batch = list(dialogues)
-        features = [conversation_features(d, self.cues) for d in batch]
+        batch = [conversation_text(c) if isinstance(c, Dialogue) else c for c in conversations]
+        features = [conversation_features(c, self.cues) for c in batch]
         if stats is not None:
             self._observe(batch, features, stats)
         turn_aspects = [a for a in self.aspects if a.spec.level == "turn"]
@@ -360,17 +395,14 @@ class Evaluator:
         sizes = [f.hand.shape[0] for f in features]
         hand = np.vstack([f.hand for f in features]) if features else np.zeros((0, len(TURN_FEATURES)))
         scaled = (hand - self.turn_mean) / self.turn_scale
+        known: dict[int, list[int]] = {}  # a user turn is the reaction to one reply and the request of the next
         text = {
-            block: self._text_matrix(block, [doc for f in features for doc in f.docs[block]]) for block in TEXT_BLOCKS
+            block: self.text.matrix(block, [doc for f in features for doc in f.docs[block]], known)
+            for block in TEXT_BLOCKS
         }
         raw = np.column_stack([self._predict(a, hand, scaled, text) for a in turn_aspects]) if turn_aspects else None
         bounds = np.cumsum([0, *sizes])
-        vectors = []
-        for f, start, stop in zip(features, bounds[:-1], bounds[1:]):
-            preds = raw[start:stop] if raw is not None else np.zeros((stop - start, 0))
-            vectors.append(dialogue_vector(f, preds))
-        width = len(self.dial_mean)
-        dial_x = np.vstack(vectors) if vectors else np.zeros((0, width))
+        dial_x = dialogue_matrix(features, raw if raw is not None else np.zeros((len(hand), 0)))
         dial_scaled = (dial_x - self.dial_mean) / self.dial_scale
         dial = {
             a.spec.name: np.clip(self._predict(a, dial_x, dial_scaled, {}), a.spec.low, a.spec.high)
@@ -383,40 +415,39 @@ class Evaluator:
         else:
             turn_values = np.zeros((0, 0))
         out = []
-        for n, (d, f, start) in enumerate(zip(batch, features, bounds[:-1])):
+        turn_names = [a.spec.name for a in turn_aspects]
+        turn_rows = turn_values.tolist()  # Python floats: indexing numpy per value is slow
+        dial_names = list(dial)
+        dial_rows = np.column_stack([dial[name] for name in dial_names]).tolist() if dial_names else []
+        for n, ((conversation_id, _), f, start) in enumerate(zip(batch, features, bounds[:-1])):
             turns = [
-                RunFileTurn.model_construct(
-                    turn_ind=turn,
-                    turn_level_pred={a.spec.name: float(turn_values[start + k, j]) for j, a in enumerate(turn_aspects)},
-                )
+                RunFileTurn.model_construct(turn_ind=turn, turn_level_pred=dict(zip(turn_names, turn_rows[start + k])))
                 for k, turn in enumerate(f.turn_inds)
             ]
             out.append(
                 RunFileConversation.model_construct(
-                    conv_id=d.conversation_id,
+                    conv_id=conversation_id,
                     turns=turns,
-                    dial_level_pred={name: float(v[n]) for name, v in dial.items()},
+                    dial_level_pred=dict(zip(dial_names, dial_rows[n])) if dial_names else {},
                 )
             )
         return out
 
-    def _observe(self, batch: list[Dialogue], features: list[ConversationFeatures], stats: RunStats) -> None:
-        from usersimcrs.core.dialogue import AGENT
-
+    def _observe(self, batch: list[ConversationText], features: list[ConversationFeatures], stats: RunStats) -> None:
         stats.assistant_words = stats.assistant_words if stats.assistant_words is not None else []
         stats.user_words = stats.user_words if stats.user_words is not None else []
         stats.assistant_turns = stats.assistant_turns if stats.assistant_turns is not None else []
-        for d, f in zip(batch, features):
+        for (_, turns), f in zip(batch, features):
             stats.conversations += 1
             stats.assistant_turns.append(f.hand.shape[0])
             if f.hand.shape[0] == 0:
                 stats.without_assistant_turn += 1
-            for u, n in zip(d.utterances, f.words):
-                (stats.assistant_words if u.participant == AGENT else stats.user_words).append(n)
+            for u, n in zip(turns, f.words):
+                (stats.assistant_words if u.assistant else stats.user_words).append(n)
             for doc in f.docs["assistant"]:
                 unigrams = [t for t in doc if " " not in t]
                 stats.words += len(unigrams)
-                stats.unknown_words += sum(1 for t in unigrams if t not in self.unigrams)
+                stats.unknown_words += sum(1 for t in unigrams if t not in self.text.unigrams)
 
     def drift(self, stats: RunStats) -> list[str]:
         """Warnings when the scored run looks unlike the training data (vocabulary, lengths)."""

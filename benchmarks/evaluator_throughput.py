@@ -1,0 +1,95 @@
+"""Learned evaluator throughput: `evaluator predict` on a 10,000-conversation run folder.
+
+    python -m benchmarks.evaluator_throughput [--conversations 10000] [--model MODEL] [--keep DIR]
+
+The run folder is made by replicating the converted ReDial half of CRSArena-Eval (../shared/data)
+under new conversation IDs, in a temporary folder (nothing lands in the repository). Without
+--model a model is trained on the same half first (its time is printed too). Prints conversations
+per second for prediction alone and with reading and writing, the CPU count and the load average.
+Goal (issue 18): >= 2,000 conversations/s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT.parent / "shared" / "data" / "raw" / "crsarena_eval" / "crs_arena_eval_redial.json"
+GOAL = 2000.0
+
+
+def replicate(corpus: Path, run: Path, conversations: int) -> int:
+    """A run folder of `conversations` dialogues: the corpus' conversations again and again, new IDs."""
+    from usersimcrs.core.jsonl import JsonlWriter
+    from usersimcrs.core.run_folder import DIALOGUES
+    from usersimcrs.pipeline.sources import load_sources
+
+    originals = [d for s in load_sources(corpus) for d in s.run.dialogues]
+    run.mkdir(parents=True, exist_ok=True)
+    with JsonlWriter(run / DIALOGUES) as writer:
+        for i in range(conversations):
+            base = originals[i % len(originals)]
+            writer.write(base.model_copy(update={"conversation_id": f"{base.conversation_id}-copy{i}", "index": i}))
+    return conversations
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.evaluator_throughput", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--conversations", type=int, default=10_000)
+    parser.add_argument("--model", help="a trained model (default: train one on the ReDial half first)")
+    parser.add_argument("--source", default=str(SOURCE), help="CRSArena-Eval JSON to replicate")
+    parser.add_argument("--keep", metavar="DIR", help="build (and keep) the run folder here instead of a temp folder")
+    args = parser.parse_args(argv)
+    from usersimcrs.pipeline.convert import convert_dataset
+    from usersimcrs.pipeline.evaluator import predict_evaluator, train_evaluator
+
+    if not Path(args.source).exists():
+        print(f"{args.source}: not found (the benchmark needs the shared CRSArena-Eval ReDial half)", file=sys.stderr)
+        return 2
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="evaluator-bench-"))
+    try:
+        corpus = work / "corpus"
+        convert_dataset("crsarena-eval", [args.source], corpus)
+        figures: dict[str, object] = {"cpus": os.cpu_count()}
+        model = Path(args.model) if args.model else work / "model.json"
+        if not args.model:
+            trained = train_evaluator(corpus, model)
+            figures["train_seconds"] = round(trained.seconds, 2)
+            figures["train_conversations"] = trained.conversations
+        started = time.perf_counter()
+        replicate(corpus, work / "run", args.conversations)
+        figures["build_seconds"] = round(time.perf_counter() - started, 2)
+        result = predict_evaluator(work / "run", model, work / "run_file.json")
+        figures.update(
+            conversations=result.conversations,
+            assistant_turns=result.turns,
+            predict_seconds=round(result.predict_seconds, 3),
+            total_seconds=round(result.total_seconds, 3),
+            conversations_per_second=round(result.conversations_per_second),
+            conversations_per_second_total=round(result.conversations_per_second_total),
+            workers=result.workers,
+            cpu_seconds=round(result.cpu_seconds, 3),
+            conversations_per_cpu_second=round(result.conversations_per_cpu_second),
+            goal=f">= {GOAL:,.0f} conversations/s",
+            met=result.conversations_per_second >= GOAL,
+            load_average=[round(v, 2) for v in os.getloadavg()],
+            run_file_bytes=(work / "run_file.json").stat().st_size,
+        )
+        print(json.dumps(figures, indent=1))
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
