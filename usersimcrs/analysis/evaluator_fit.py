@@ -60,7 +60,7 @@ from usersimcrs.judges.learned.model import (
 )
 
 TURN_ALPHAS = (1.0, 3.0, 10.0, 30.0)
-DIALOGUE_ALPHAS = (3.0, 10.0, 30.0, 100.0)
+DIALOGUE_ALPHAS = (10.0, 30.0, 100.0, 300.0, 1000.0)
 BLENDS = (0.0, 0.25, 0.5, 0.75, 1.0)
 TREES = {"n_estimators": 80, "learning_rate": 0.075, "subsample": 0.8, "max_features": 0.3}
 TURN_TREE_DEPTH = 3

@@ -58,7 +58,7 @@ def handle_train(args: argparse.Namespace) -> int:
     for aspect, figures in result.cv.items():
         hp = result.hyper_parameters[aspect]
         print(
-            f"  {aspect}: pearson {figures['pearson']:.3f}, spearman {figures['spearman']:.3f} (n {figures['n']}); "
+            f"  {aspect}: pearson {figures['pearson']:.3f}, spearman {figures['spearman']:.3f} (n {figures['n']:.0f}); "
             f"alpha {hp['alpha']:g}, linear share {hp['blend']:g}"
         )
     return 0
