@@ -40,7 +40,12 @@ async def _judge(url: str, dialogues: list, cache_dir: Path) -> dict:
     summary = JudgeRunSummary()
     try:
         await judge_run(
-            judge, [(d, {}) for d in dialogues], RunContext(llms=provider), cache_dir / "j.jsonl", summary, concurrency=8
+            judge,
+            [(d, {}) for d in dialogues],
+            RunContext(llms=provider),
+            cache_dir / "j.jsonl",
+            summary,
+            concurrency=8,
         )
     finally:
         await provider.aclose()
@@ -54,7 +59,9 @@ async def _judge(url: str, dialogues: list, cache_dir: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.crsarena_judge_cost", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.crsarena_judge_cost", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--conversations", type=int, default=30)
     parser.add_argument("--source", default=str(SOURCE))
     args = parser.parse_args(argv)

@@ -35,9 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     import sys
 
-    from usersimcrs.pipeline.export_run import export_run, parse_aspect_map
+    from usersimcrs.pipeline.export_run import export_run_file, parse_aspect_map
 
-    result = export_run(
+    result = export_run_file(
         args.run,
         args.output,
         judge=args.judge,

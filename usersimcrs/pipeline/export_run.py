@@ -1,4 +1,4 @@
-"""`export_run`: a judge's stored scores as a CRSArena-Eval run file, for the public meta-evaluation
+"""`export_run_file`: a judge's stored scores as a CRSArena-Eval run file, for the public meta-evaluation
 interface or for `meta-eval --judgments`.
 
 Judgment names that are CRSArena-Eval aspects (aliases allowed; turn scores ``<aspect>@<turn_ind>``)
@@ -28,7 +28,7 @@ from usersimcrs.errors import DataError, UserError
 from usersimcrs.pipeline.sources import load_sources
 
 
-class ExportRunResult(BaseModel):
+class RunFileExportResult(BaseModel):
     """What `export-run` wrote."""
 
     output: str
@@ -79,7 +79,7 @@ def _choose(
     return pairs[0]
 
 
-def export_run(
+def export_run_file(
     run: str | Path,
     output: str | Path,
     *,
@@ -87,7 +87,7 @@ def export_run(
     model: str | None = None,
     aspect_map: dict[str, str] | None = None,
     all_aspects: bool = False,
-) -> ExportRunResult:
+) -> RunFileExportResult:
     """Write the chosen judge's aspect scores of every conversation under `run` as a run file."""
     names = aspect_map or {}
     records = [r for source in load_sources(run) for r in source.run.judgments]
@@ -131,7 +131,7 @@ def export_run(
         for cid in sorted(set(turns) | set(dialogues))
     ]
     path = write_run_file(output, conversations)
-    return ExportRunResult(
+    return RunFileExportResult(
         output=str(path),
         judge=judge_name,
         model=model_name,
