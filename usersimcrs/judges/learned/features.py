@@ -127,7 +127,7 @@ def ngrams(words: list[str]) -> list[str]:
     return words + list(map(" ".join, zip(words, words[1:])))
 
 
-@dataclass
+@dataclass(slots=True)
 class Reading:
     """What the features need from one utterance, computed once (a user turn serves two assistant turns)."""
 
@@ -211,14 +211,20 @@ def read(turn: TurnText, cues: Cues) -> Reading:
     words = tokens(text)
     token_set = frozenset(words)
     padded = " " + " ".join(words) + " "
-    years = list(_YEAR.finditer(text)) if "(" in text else []
-    titles = {title for m in years if (title := _title_before(text, m.start()))}
+    if "(" in text:
+        years = list(_YEAR.finditer(text))
+        titles = {title for m in years if (title := _title_before(text, m.start()))}
+        n_years = len(years)
+    else:
+        titles, n_years = set(), 0
     titles.update(turn.items)
     intents = turn.intents
-    flags = {
-        name: getattr(cues, name).matches(token_set, padded) or bool(intents & cues.intents.get(name, frozenset()))
-        for name in (ASSISTANT_CUES if turn.assistant else USER_CUES)
-    }
+    flags = {}
+    for name in ASSISTANT_CUES if turn.assistant else USER_CUES:
+        cue: Cue = getattr(cues, name)
+        flags[name] = cue.matches(token_set, padded) or (
+            bool(intents) and not intents.isdisjoint(cues.intents.get(name, ()))
+        )
     return Reading(
         words=words,
         terms=ngrams(words),
@@ -226,7 +232,7 @@ def read(turn: TurnText, cues: Cues) -> Reading:
         padded=padded,
         content=frozenset(w for w in token_set - cues.stopwords if len(w) > 2),
         titles=frozenset(titles),
-        n_titles=max(len(years), len(turn.items)),
+        n_titles=max(n_years, len(turn.items)),
         is_list="following items" in padded or ("\n" in text and len(_LIST_LINE.findall(text)) >= 2),
         question="?" in text,
         exclaim="!" in text,
