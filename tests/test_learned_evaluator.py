@@ -277,3 +277,25 @@ def test_worker_processes_give_the_same_run_file_in_the_same_order(trained, tmp_
     assert one.workers == 1 and two.workers == 2 and one.conversations == two.conversations == 5 * PER_CRS
     assert (tmp_path / "one.json").read_bytes() == (tmp_path / "two.json").read_bytes()
     assert two.cpu_seconds > 0 and one.warnings == two.warnings
+
+
+def test_training_without_ratings_or_with_too_few_conversations_is_one_line(tmp_path, capsys):
+    unrated = [
+        {
+            "conv_id": f"kbrd_redial_{i}",
+            "dialogue": [
+                {"turn_ind": 0, "role": "USER", "utterance": "a comedy please"},
+                {"turn_ind": 1, "role": "ASST", "utterance": "Try Airplane! (1980)"},
+            ],
+        }
+        for i in range(25)
+    ]
+    for name, records in (("unrated", unrated), ("few", unrated[:5])):
+        (tmp_path / f"{name}.json").write_text(json.dumps(records))
+        assert main(["convert", "crsarena-eval", "-i", str(tmp_path / f"{name}.json"), "-o", str(tmp_path / name)]) == 0
+    capsys.readouterr()
+    assert main(["evaluator", "train", "--data", str(tmp_path / "unrated"), "-o", str(tmp_path / "m.json")]) == 2
+    assert "no CRSArena-Eval ratings" in capsys.readouterr().err
+    assert main(["evaluator", "train", "--data", str(tmp_path / "few"), "-o", str(tmp_path / "m.json")]) == 2
+    assert "training needs 20" in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
