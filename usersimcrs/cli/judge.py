@@ -60,7 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-attempts", type=int, help="LLM calls per score before recording a failure (default 3)")
     parser.add_argument("--max-tokens", type=int, help="completion cap per call")
     parser.add_argument("--llm-backend", choices=backend_choices(), help="LLM backend (default: the run's, else auto)")
-    parser.add_argument("--model", help="model name")
+    parser.add_argument(
+        "--model", help="model name (for --judge learned: the model file of `usersimcrs evaluator train`)"
+    )
     parser.add_argument("--base-url", help="server URL of the backend")
     parser.add_argument("--model-path", help="GGUF file for the llamacpp backend")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the LLM response cache")
