@@ -27,16 +27,17 @@ GOAL = 2000.0
 
 def replicate(corpus: Path, run: Path, conversations: int) -> int:
     """A run folder of `conversations` dialogues: the corpus' conversations again and again, new IDs."""
-    from usersimcrs.core.jsonl import JsonlWriter
-    from usersimcrs.core.run_folder import DIALOGUES
+    from usersimcrs.core.run_folder import RunFolder
     from usersimcrs.pipeline.sources import load_sources
 
     originals = [d for s in load_sources(corpus) for d in s.run.dialogues]
-    run.mkdir(parents=True, exist_ok=True)
-    with JsonlWriter(run / DIALOGUES) as writer:
-        for i in range(conversations):
-            base = originals[i % len(originals)]
-            writer.write(base.model_copy(update={"conversation_id": f"{base.conversation_id}-copy{i}", "index": i}))
+    copies = (
+        originals[i % len(originals)].model_copy(
+            update={"conversation_id": f"{originals[i % len(originals)].conversation_id}-copy{i}", "index": i}
+        )
+        for i in range(conversations)
+    )
+    RunFolder(run).write_dialogues(copies)
     return conversations
 
 

@@ -109,8 +109,7 @@ def predict_evaluator(
     from concurrent.futures import Future, ProcessPoolExecutor
 
     from usersimcrs.core.crsarena_eval import write_run_file
-    from usersimcrs.core.jsonl import iter_jsonl
-    from usersimcrs.core.run_folder import DIALOGUES
+    from usersimcrs.core.run_folder import RunFolder
 
     started = time.perf_counter()
     evaluator = _evaluator(str(model))  # a bad or incompatible model stops here, before any work
@@ -131,7 +130,7 @@ def predict_evaluator(
 
     try:
         for source in load_sources(run):
-            for record in iter_jsonl(source.run.path / DIALOGUES):
+            for record in RunFolder(source.run.path).dialogue_records():
                 failed += record.get("status", "ok") != "ok"
                 pending.append(_text_of(record, source.run.path))
                 if len(pending) < batch:
