@@ -27,7 +27,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     predict.add_argument(
         "--output", "-o", required=True, metavar="FILE", help="run file to write (CRSArena-Eval format)"
     )
-    predict.add_argument("--workers", type=int, help="processes scoring in parallel (default: one per CPU, at most 4)")
+    predict.add_argument(
+        "--workers",
+        type=int,
+        help="processes scoring while this one reads (0: score here; default: one per CPU but one, at most 4)",
+    )
     predict.add_argument(
         "--all-aspects",
         action="store_true",
@@ -77,7 +81,8 @@ def handle_predict(args: argparse.Namespace) -> int:
     )
     print(
         f"throughput: {result.conversations_per_second:,.0f} conversations/s reading and scoring "
-        f"({result.predict_seconds:.2f} s, {result.workers} process{'es' if result.workers > 1 else ''}), "
+        f"({result.predict_seconds:.2f} s, "
+        f"{f'{result.workers} worker process(es)' if result.workers else 'in this process'}), "
         f"{result.conversations_per_second_total:,.0f} conversations/s with loading the model and writing "
         f"({result.total_seconds:.2f} s); {result.conversations_per_cpu_second:,.0f} conversations per CPU-second "
         f"({result.cpu_seconds:.2f} CPU-s); {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"

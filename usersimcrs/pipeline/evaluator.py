@@ -50,7 +50,7 @@ class PredictResult(BaseModel):
     conversations: int
     turns: int
     failed_conversations_scored: int
-    workers: int = Field(description="processes that scored (1: this one)")
+    workers: int = Field(description="worker processes that scored (0: this one, which also reads)")
     predict_seconds: float = Field(description="streaming the run from disk and scoring it (features and model)")
     cpu_seconds: float = Field(description="CPU time of reading and scoring, all processes (free of other load)")
     total_seconds: float = Field(description="also loading the model and writing the run file")
@@ -103,8 +103,8 @@ def predict_evaluator(
     with the official rule's seven aspects (`all_aspects`: every aspect the model has).
 
     The conversations stream from disk in batches; with more than one batch, `workers` processes
-    (default: one per CPU, at most 4) score them while this one reads the next; one batch is
-    scored here. The output keeps the run's order.
+    (default: one per CPU but the one that reads, at most 4) score them while this one reads the
+    next; `workers=0`, or a single batch, scores here. The output keeps the run's order.
     """
     from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -113,7 +113,7 @@ def predict_evaluator(
 
     started = time.perf_counter()
     evaluator = _evaluator(str(model))  # a bad or incompatible model stops here, before any work
-    workers = max(1, workers if workers is not None else min(os.cpu_count() or 1, MAX_WORKERS))
+    workers = max(0, workers if workers is not None else min((os.cpu_count() or 1) - 1, MAX_WORKERS))
     stats = RunStats()
     predictions: list[RunFileConversation] = []
     pending: list[ConversationText] = []
@@ -135,7 +135,7 @@ def predict_evaluator(
                 pending.append(_text_of(record, source.run.path))
                 if len(pending) < batch:
                     continue
-                if workers > 1 and pool is None:
+                if workers and pool is None:
                     pool = ProcessPoolExecutor(max_workers=workers)
                 if pool is None:
                     predictions.extend(evaluator.predict(pending, stats))
@@ -165,7 +165,7 @@ def predict_evaluator(
         conversations=n,
         turns=sum(len(p.turns) for p in predictions),
         failed_conversations_scored=failed,
-        workers=workers if pool is not None else 1,
+        workers=workers if pool is not None else 0,
         predict_seconds=scoring_seconds,
         cpu_seconds=cpu_seconds,
         total_seconds=total,
