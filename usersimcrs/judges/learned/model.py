@@ -210,53 +210,58 @@ def save_model(model: LearnedModel, path: str | Path) -> Path:
 
 @dataclass
 class _CompiledTrees:
+    """All trees laid out as complete binary trees of the same depth (heap order: the children of
+    node h are 2h+1 and 2h+2), so every tree is walked at once with three lookups per level. A leaf
+    above the bottom becomes a node that always goes left (threshold +inf) down to copies of itself."""
+
     init: float
     rate: float
-    feature: np.ndarray
-    threshold: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
-    value: np.ndarray
-    roots: np.ndarray
+    feature: np.ndarray  # trees x internal nodes
+    threshold: np.ndarray  # trees x internal nodes
+    value: np.ndarray  # trees x leaves
     depth: int
 
     @classmethod
     def of(cls, trees: Trees) -> _CompiledTrees:
-        """All trees in one set of node arrays (offsets per tree), walked together, level by level."""
-        offsets = np.cumsum([0] + [len(f) for f in trees.feature[:-1]]).astype(np.int64)
-        left = np.concatenate(
-            [np.where(np.asarray(lf) < 0, -1, np.asarray(lf) + o) for lf, o in zip(trees.left, offsets)]
-        )
-        right = np.concatenate(
-            [np.where(np.asarray(rt) < 0, -1, np.asarray(rt) + o) for rt, o in zip(trees.right, offsets)]
-        )
-        feature = np.concatenate([np.asarray(f) for f in trees.feature]).astype(np.int64)
-        return cls(
-            init=trees.init,
-            rate=trees.learning_rate,
-            feature=np.where(feature < 0, 0, feature),
-            threshold=np.concatenate([np.asarray(t, dtype=np.float64) for t in trees.threshold]),
-            left=left.astype(np.int64),
-            right=right.astype(np.int64),
-            value=np.concatenate([np.asarray(v, dtype=np.float64) for v in trees.value]),
-            roots=offsets,
-            depth=max(_depth(lf, rt) for lf, rt in zip(trees.left, trees.right)),
-        )
+        depth = max(1, max(_depth(lf, rt) for lf, rt in zip(trees.left, trees.right)))
+        inner, leaves = 2**depth - 1, 2**depth
+        feature = np.zeros((len(trees.feature), inner), dtype=np.int64)
+        threshold = np.full((len(trees.feature), inner), np.inf)
+        value = np.zeros((len(trees.feature), leaves))
+        for t, (feat, thr, left, right, val) in enumerate(
+            zip(trees.feature, trees.threshold, trees.left, trees.right, trees.value)
+        ):
+            stack = [(0, 0, 0)]  # (node, heap position, level)
+            while stack:
+                node, heap, level = stack.pop()
+                if left[node] < 0:  # a leaf: every bottom position under `heap` gets its value
+                    first = heap
+                    for _ in range(depth - level):
+                        first = 2 * first + 1
+                    span = 2 ** (depth - level)
+                    value[t, first - inner : first - inner + span] = val[node]
+                    continue
+                feature[t, heap], threshold[t, heap] = feat[node], thr[node]
+                stack += [(left[node], 2 * heap + 1, level + 1), (right[node], 2 * heap + 2, level + 1)]
+        return cls(trees.init, trees.learning_rate, feature, threshold, value, depth)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         if x.shape[0] == 0:
             return np.zeros(0)
-        x32 = x.astype(np.float32)
-        node = np.broadcast_to(self.roots, (x.shape[0], self.roots.size)).copy()
+        x32 = x.astype(np.float32).astype(np.float64)  # scikit-learn compares float32 inputs
+        count = self.feature.shape[0]
+        tree = np.arange(count)[None, :]
         rows = np.arange(x.shape[0])[:, None]
+        heap = np.zeros((x.shape[0], count), dtype=np.int64)
         for _ in range(self.depth):
-            leaf = self.left[node] < 0
-            go_left = x32[rows, self.feature[node]] <= self.threshold[node]
-            node = np.where(leaf, node, np.where(go_left, self.left[node], self.right[node]))
-        return self.init + self.rate * self.value[node].sum(axis=1)
+            right = x32[rows, self.feature[tree, heap]] > self.threshold[tree, heap]
+            heap = 2 * heap + 1 + right
+        leaves = heap - (2**self.depth - 1)
+        return self.init + self.rate * self.value[tree, leaves].sum(axis=1)
 
 
 def _depth(left: list[int], right: list[int]) -> int:
+    """The depth of a tree given as child arrays (a lone root has depth 0)."""
     depth = {0: 0}
     stack = [0]
     while stack:
