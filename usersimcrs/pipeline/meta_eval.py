@@ -222,9 +222,8 @@ def meta_eval(
     key = choose_reference_key(available, reference_key)
     from usersimcrs.pipeline.aspect_meta_eval import judgment_spec
 
-    outside = [
-        r for spec in judgments for r in read_judge_records(judgment_spec(str(spec))[1], judgment_spec(str(spec))[0])
-    ]
+    specs = [judgment_spec(str(spec)) for spec in judgments]
+    outside = [r for name, file in specs for r in read_judge_records(file, name)]
     table = _conversation_table(sources, scores, key, outside, ref_table)
     labelled = table[table["reference"].notna()]
     if labelled.empty:
