@@ -131,7 +131,11 @@ def test_compare_pairs_users_across_crs_and_ranks_them():
     result = compare(table, ["score"], n_resamples=1000)
     ranks = result.ranks.set_index(["simulator", "crs"])["rank"]
     assert ranks[("s1", "good")] == 1 and ranks[("s1", "bad")] == 3
-    assert result.agreement.loc[0, "kendall_tau_b"] == pytest.approx(1.0)
+    # cells of n=6: the agreement figure is withheld, with the reason
+    assert result.agreement.loc[0, "withheld"] and "n<10" in result.agreement.loc[0, "note"]
+    assert pd.isna(result.agreement.loc[0, "kendall_tau_b"]) and result.agreement.loc[0, "min_cell_n"] == 6
+    relaxed = compare(table, ["score"], n_resamples=1000, min_n=5)
+    assert relaxed.agreement.loc[0, "kendall_tau_b"] == pytest.approx(1.0) and not relaxed.agreement.loc[0, "withheld"]
     sig = result.significance.set_index(["simulator", "crs_a", "crs_b", "test"])
     # good - bad = 0.3 for every paired user: all 64 sign flips, only the two extreme ones reach |0.3|
     assert sig.loc[("s1", "bad", "good", "permutation"), "mean_difference"] == pytest.approx(-0.3)

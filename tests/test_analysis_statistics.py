@@ -171,3 +171,18 @@ def test_simulator_agreement_is_undefined_when_a_simulator_ties_every_crs():
     means = pd.DataFrame({"sim1": [2.0, 2.0, 2.0], "sim2": [0.25, 0.3, 0.05]}, index=["pop", "ret", "llm"])
     pairs = simulator_agreement(means)
     assert np.isnan(pairs.loc[0, "kendall_tau_b"]) and np.isnan(pairs.loc[0, "rbo"])
+
+
+def test_simulator_agreement_is_withheld_when_it_would_say_nothing():
+    from usersimcrs.analysis.compare import agreement_caveat
+
+    means = pd.DataFrame({"a": [0.9, 0.5, 0.1], "b": [0.8, 0.0, 0.0]}, index=["x", "y", "z"])
+    sizes = pd.DataFrame({"a": [12, 12, 12], "b": [12, 12, 12]}, index=["x", "y", "z"])
+    assert agreement_caveat(means, sizes, "a", "b") == (False, "ties under b")  # kept, with its caveat
+    small = sizes.assign(b=[2, 2, 2])
+    withheld, note = agreement_caveat(means, small, "a", "b")
+    assert withheld and "cells with n<10 (smallest n=2)" in note
+    withheld, note = agreement_caveat(means.iloc[:2], sizes.iloc[:2], "a", "b")
+    assert withheld and "2 CRSs scored by both (need 3)" in note
+    flat = means.assign(b=[0.0, 0.0, 0.0])
+    assert agreement_caveat(flat, sizes, "a", "b") == (True, "withheld: b ties every CRS")

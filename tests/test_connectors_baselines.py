@@ -117,6 +117,55 @@ def test_baselines_need_items():
         run({"type": "retrieval"}, RunContext(), ["hi"])
 
 
+FILLER_TRAPS = [
+    movie("21", "Help, The (2011)", "Drama", "racism|1960s|friendship"),
+    movie("22", "Find Me Guilty (2006)", "Comedy|Crime|Drama", "courtroom|mafia"),
+    movie("23", "God Help the Girl (2014)", "Drama|Musical", "band|glasgow"),
+    movie("24", "Shawshank Redemption, The (1994)", "Crime|Drama", "prison|friendship|hope"),
+    movie("25", "Forrest Gump (1994)", "Comedy|Drama|Romance|War", "vietnam|running"),
+    movie("26", "Good Will Hunting (1997)", "Drama|Romance", "genius|therapy|boston"),
+]
+
+
+def _rated(counts: dict[str, int]) -> Ratings:
+    ratings = Ratings()
+    for item_id, count in counts.items():
+        for user in range(count):
+            ratings.add(str(user), item_id, 4.0)
+    return ratings
+
+
+def test_retrieval_never_matches_request_words_against_titles():
+    """Issue 19: "can you help me find ..." returned The Help, Find Me Guilty and God Help the Girl."""
+    ctx = RunContext(items=ItemCollection(ITEMS + FILLER_TRAPS), ratings=_rated({"24": 9, "25": 8, "26": 3, "21": 1}))
+    opening = "Hello, can you help me find a movie? Do you know any good drama movies?"
+    _, replies = run({"type": "retrieval", "k": 5}, ctx, [opening])
+    ids = [i.id for i in replies[0].items]
+    # the request words are no query: every drama scores alike and popularity orders them
+    assert ids[:3] == ["24", "25", "26"] and ids.index("21") > ids.index("26")
+    assert not replies[0].text.startswith(("How about The Help", "How about Find Me", "How about God Help"))
+
+
+def test_retrieval_uses_stated_keywords_and_drops_ruled_out_ones():
+    ctx = RunContext(items=ItemCollection(ITEMS), ratings=_rated({"2": 9, "7": 8, "12": 7, "8": 1, "9": 1}))
+    _, replies = run({"type": "retrieval", "k": 3}, ctx, ["A sci-fi movie with time travel, please"])
+    assert {i.id for i in replies[0].items[:2]} == {"8", "9"}  # the keyword beats popularity
+    _, replies = run({"type": "retrieval", "k": 3}, ctx, ["Sci-fi about space but no horror"])
+    ids = [i.id for i in replies[0].items]
+    assert "2" not in ids and "3" not in ids and ids[0] in {"7", "12", "8"}  # horror filtered out, space ranked
+    # a keyword ruled out leaves the query; the genre filter still holds
+    _, replies = run({"type": "retrieval", "k": 3}, ctx, ["Sci-fi please, but nothing with time travel"])
+    assert not {"8", "9"} & {i.id for i in replies[0].items}
+
+
+def test_keyword_phrases_prefer_the_longest_match():
+    from crs_connectors.baselines.retrieval import keyword_vocabulary, stated_keywords
+
+    vocabulary = keyword_vocabulary(["time travel", "time", "space", "the", "good sequel"])
+    assert "the" not in vocabulary  # no content word
+    assert stated_keywords("I love Time Travel stories, not space", vocabulary) == (["time travel"], ["space"])
+
+
 def test_popularity_asks_for_genre_then_ranks_by_rating_count():
     ratings = Ratings()
     counts = {"2": 5, "3": 2, "7": 7, "8": 3, "12": 1, "10": 9}

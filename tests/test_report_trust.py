@@ -127,12 +127,12 @@ def test_a_crashed_run_still_shows_its_judgments_marked_invalid(tmp_path):
     assert reasons["count"].tolist() == [5]
 
 
-def test_a_healthy_run_keeps_judgments_on_valid_conversations_only(tmp_path):
+def test_a_healthy_run_keeps_judgments_on_the_conversations_the_crs_took_part_in(tmp_path):
     run_dir = tmp_path / "run"
     write_run(run_dir, n=5)
     assert main(["report", str(run_dir)]) == 0
     html = (run_dir / "report.html").read_text(encoding="utf-8")
-    assert "Judge scores on valid conversations." in html and "INVALID conversations" not in html
+    assert "Judge scores on conversations the CRS took part in." in html and "INVALID conversations" not in html
 
 
 def _table(cells: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
@@ -166,7 +166,7 @@ def test_compare_never_lists_a_cell_that_was_not_run_and_marks_small_cells():
     assert all("n<10" in note for note in comparison.means["note"]) and comparison.ranks["uncertain"].all()
     means = wide_means(comparison)
     assert len(means) == 3 and not means.isna().any().any()
-    assert set(means["success"]) >= {"0.200 (n=5) *"}
+    assert set(means["success"]) >= {"0.200 (n=5)"}  # no star: a mark means a Holm-significant difference only
     ranks = wide_ranks(comparison).set_index("crs")
     assert ranks.loc["bm25", "sim_b"] == "not run"
     assert ranks.loc["pop", "sim_a"].startswith("1 (n<10")
@@ -175,7 +175,7 @@ def test_compare_never_lists_a_cell_that_was_not_run_and_marks_small_cells():
 def test_a_cell_without_valid_conversations_is_listed_with_n_0():
     table = _table({("sim_a", "pop"): [1.0] * 12, ("sim_a", "bm25"): [0.0] * 12})
     table.loc[table["crs"] == "bm25", "valid"] = False
-    comparison = compare(table, ["success"], n_resamples=200).means.set_index("crs")
+    comparison = compare(table, ["success"], subset="valid", n_resamples=200).means.set_index("crs")
     assert comparison.loc["bm25", "n"] == 0 and pd.isna(comparison.loc["bm25", "mean"])
     assert comparison.loc["pop", "n"] == 12 and comparison.loc["pop", "note"] == ""
 

@@ -13,22 +13,43 @@ from rank_bm25 import BM25Okapi
 
 from usersimcrs.core.items import Item, ItemCollection, split_year
 
+# Function words, and the words people use to *ask* for a movie rather than to describe one ("can you
+# help me find ...", "any suggestions?", "sounds great"): matched against titles they return The Help
+# or Find Me Guilty for every request. Our own list: generic English lists drop domain words
+# (scikit-learn's holds "fire", "serious", "cry").
 STOPWORDS = frozenset(
-    """a about after again all also am an and any anything are as at be because been before being but by can
-    could did do does doing don't for from get give good great had has have having he her him his how i i'd
-    i'll i'm i've if in into is it it's its just know let like liked looking love me might more most movie
-    movies film films my no not now of on one or other please recommend recommendation really see seen
-    should show so some something something's suggest than thank thanks that the their them then there these
-    they thing things think this those to tonight too up us very want wanted was watch watched watching we
-    well were what when where which who why will with would yes you your hi hello hey there bye goodbye
-    ok okay sure maybe tell name""".split()
+    """a about above after again against ago all almost already also although always am an and another any
+    anybody anyone anything anyway anywhere are aren't around as at away be because been before being below
+    besides best better between both but by can can't cannot could couldn't did didn't do does doesn't doing
+    don't done down during each either else enough etc even ever every everybody everyone everything
+    few for from further get gets getting give given go goes going gone got gotta had hadn't has hasn't have
+    haven't having he he'd he's her here here's hers herself him himself his how how's however i i'd i'll i'm
+    i've if in into is isn't it it'd it'll it's its itself just least less let let's lets like liked likes
+    may maybe me might mine more most much must my myself neither never next no nobody none nor not nothing
+    now of off often oh ok okay on once one only or other others otherwise our ours ourselves out over own
+    perhaps please quite rather really same she she'd she's should shouldn't so some somebody someone something
+    something's sometimes somewhat somewhere soon still such sure than that that's the their theirs them
+    themselves then there there's these they they'd they'll they're they've thing things this those though
+    through thus to too toward towards um uh under until up upon us very was wasn't we we'd we'll we're we've
+    well were weren't what what's whatever when where where's whether which while who who's whoever whom whose
+    why will with within without won't would wouldn't yeah yep yes yet you you'd you'll you're you've your
+    yours yourself ah hmm hm wow hi hello hey bye goodbye cheers thank thanks
+    movie movies film films flick flicks watch watched watching see seen saw show shows
+    recommend recommends recommended recommendation recommendations suggest suggests suggested suggestion
+    suggestions help helps find finding looking look looks search searching need needs needed want wants
+    wanted wish hope prefer preferably enjoy enjoyed enjoying love loved loving kind kinds sort sorts type
+    types genre genres mood feel feeling fancy good great nice awesome cool interesting perfect fine choice
+    choices idea ideas option options tonight today lately recently actually probably definitely totally
+    pretty bit lot lots little tell name know think say said sounds sound try tried trying mean guess
+    different similar else another other""".split()
 )
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-case word tokens without stopwords."""
-    return [t for t in _WORD.findall(text.lower()) if t not in STOPWORDS and len(t) > 1]
+    """Lower-case content-word tokens: stop words and request words removed, curly apostrophes folded."""
+    folded = text.lower().replace("\u2019", "'")
+    return [t for t in _WORD.findall(folded) if t not in STOPWORDS and len(t) > 1]
 
 
 def item_tokens(item: Item, fields: list[str]) -> list[str]:

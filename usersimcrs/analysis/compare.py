@@ -21,6 +21,7 @@ from usersimcrs.analysis.significance import paired_test
 from usersimcrs.analysis.summary import describe
 from usersimcrs.core.matrix_folder import Cell, MatrixFolder
 from usersimcrs.errors import DataError
+from usersimcrs.metrics.validity import is_set, subset_masks
 
 HEADLINE_METRICS = [
     "success",
@@ -60,13 +61,13 @@ def combined_table(cells: Iterable[Cell], config=None) -> tuple[pd.DataFrame, pd
 
     Metrics files are computed for a cell that has none yet.
     """
-    from usersimcrs.analysis.run_metrics import evaluate, write_metrics
+    from usersimcrs.analysis.run_metrics import evaluate, stale_metrics, write_metrics
     from usersimcrs.core.run_folder import load_run
 
     frames, curves = [], []
     for cell in cells:
         data = load_run(cell.run_dir)
-        if config is not None or not data.folder.has_metrics():
+        if config is not None or stale_metrics(data.folder):
             result = evaluate(data, config)
             with data.folder.lock("compare"):
                 write_metrics(data.folder, result)
@@ -96,15 +97,20 @@ def comparison_metrics(table: pd.DataFrame, selected: list[str] | None = None) -
 
 @dataclass
 class Comparison:
-    """Tables of a matrix comparison (long format, one row per dataset/simulator/metric/...)."""
+    """Tables of a matrix comparison (long format, one row per dataset/simulator/metric/...).
+
+    `subset` is the conversations compared: "all" (every conversation the CRS took part in, the
+    headline) or "valid" (the sensitivity check); see docs/metrics.md.
+    """
 
     means: pd.DataFrame
     ranks: pd.DataFrame
     agreement: pd.DataFrame
     significance: pd.DataFrame
+    subset: str = "all"
 
     def agreement_matrices(self, column: str = "kendall_tau_b") -> dict[tuple[str, str], pd.DataFrame]:
-        """(dataset, metric) -> simulator x simulator matrix of one agreement statistic."""
+        """(dataset, metric) -> simulator x simulator matrix of one agreement statistic (withheld pairs empty)."""
         out = {}
         simulators = sorted(set(self.means["simulator"]))
         for (dataset, metric), part in self.agreement.groupby(["dataset", "metric"]):
@@ -146,11 +152,52 @@ def cell_stats(
     return pd.DataFrame(rows, columns=["simulator", "crs", "n", "mean", "std", "ci_low", "ci_high"])
 
 
+MEANS_COLUMNS = [
+    "dataset",
+    "metric",
+    "simulator",
+    "crs",
+    "mean",
+    "n",
+    "ci_low",
+    "ci_high",
+    "note",
+    "conversations",
+    "crs_failures",
+    "excluded",
+]
+AGREEMENT_COLUMNS = [
+    "dataset",
+    "metric",
+    "simulator_a",
+    "simulator_b",
+    "n_crs",
+    "min_cell_n",
+    "kendall_tau_b",
+    "rbo",
+    "withheld",
+    "note",
+]
+ALPHA = 0.05
+
+
+def cell_counts(table: pd.DataFrame, subset: str) -> pd.DataFrame:
+    """Per (dataset, simulator, crs): conversations in the subset, the CRS's own failures among them, excluded ones."""
+    masks = subset_masks(table)
+    crs_failure = is_set(table["crs_failure"]) if "crs_failure" in table else pd.Series(False, index=table.index)
+    counts = table[CELL_KEYS].assign(
+        conversations=masks[subset].astype(int),
+        crs_failures=(crs_failure & masks[subset]).astype(int),
+        excluded=(~masks["all"]).astype(int),
+    )
+    return counts.groupby(CELL_KEYS, as_index=False)[["conversations", "crs_failures", "excluded"]].sum()
+
+
 def compare(
     table: pd.DataFrame,
     metrics: list[str],
     *,
-    valid_only: bool = True,
+    subset: str = "all",
     tests: Iterable[str] = ("permutation", "bootstrap"),
     n_resamples: int = 10000,
     seed: int = 0,
@@ -159,12 +206,22 @@ def compare(
 ) -> Comparison:
     """Means, ranks, simulator agreement and paired CRS tests for each dataset, simulator and metric.
 
-    Only cells present in `table` are listed. A cell with fewer than `min_n` values, or whose CI
-    overlaps that of its neighbour in the ranking, carries a `note` instead of being ranked silently.
+    `subset` "all" compares every conversation the CRS took part in (its own failures count against
+    it); "valid" leaves out the flagged ones too (a sensitivity check). Only cells present in `table`
+    are listed. A cell with fewer than `min_n` values, or whose CI overlaps that of its neighbour in
+    the ranking, carries a `note` instead of being ranked silently; simulator agreement is withheld
+    where it would rest on such cells (see `agreement_caveat`).
     """
-    data = table[table["valid"].astype(bool)] if valid_only and "valid" in table else table
+    if subset not in ("all", "valid"):
+        raise ValueError(f"subset must be 'all' or 'valid', not {subset!r}")
+    data = table[subset_masks(table)[subset]] if len(table) else table
     existing = (
         table[CELL_KEYS].drop_duplicates().sort_values(CELL_KEYS) if len(table) else pd.DataFrame(columns=CELL_KEYS)
+    )
+    counts = (
+        cell_counts(table, subset).set_index(CELL_KEYS)
+        if len(table)
+        else pd.DataFrame(columns=["conversations", "crs_failures", "excluded"])
     )
     means_rows, rank_rows, agreement_rows, test_rows = [], [], [], []
     for dataset, cells in existing.groupby("dataset"):
@@ -178,6 +235,7 @@ def compare(
                 notes = ranking_notes(sim_stats.set_index("crs"), higher_is_better=higher, min_n=min_n)
                 for row in sim_stats.to_dict("records"):
                     note = notes[str(row["crs"])]
+                    cell = counts.loc[(dataset, simulator, row["crs"])]
                     means_rows.append(
                         {
                             "dataset": dataset,
@@ -189,6 +247,9 @@ def compare(
                             "ci_low": row["ci_low"],
                             "ci_high": row["ci_high"],
                             "note": note,
+                            "conversations": int(cell["conversations"]),
+                            "crs_failures": int(cell["crs_failures"]),
+                            "excluded": int(cell["excluded"]),
                         }
                     )
                     rank_rows.append(
@@ -204,7 +265,20 @@ def compare(
                     )
             if means.shape[1] >= 2:
                 pairs = simulator_agreement(means, higher_is_better=higher, p=rbo_p)
-                agreement_rows.extend(pairs.assign(dataset=dataset, metric=metric).to_dict("records"))
+                sizes = stats.pivot(index="crs", columns="simulator", values="n")
+                for pair in pairs.to_dict("records"):
+                    withheld, note = agreement_caveat(means, sizes, pair["simulator_a"], pair["simulator_b"], min_n)
+                    if withheld:
+                        pair["kendall_tau_b"], pair["rbo"] = np.nan, np.nan
+                    both = sizes[[pair["simulator_a"], pair["simulator_b"]]].dropna()
+                    pair.update(
+                        dataset=dataset,
+                        metric=metric,
+                        min_cell_n=int(both.min().min()) if both.size else 0,
+                        withheld=withheld,
+                        note=note,
+                    )
+                    agreement_rows.append(pair)
             for simulator, sim_part in part.groupby("simulator"):
                 test_rows.extend(
                     _pairwise_tests(
@@ -221,16 +295,49 @@ def compare(
         significance["p_holm"] = np.nan
         for _, idx in significance.groupby(["dataset", "simulator", "metric", "test"]).groups.items():
             significance.loc[idx, "p_holm"] = holm(list(significance.loc[idx, "p_value"]))
+        significance["significant"] = significance["p_holm"] < ALPHA
     return Comparison(
-        means=pd.DataFrame(
-            means_rows, columns=["dataset", "metric", "simulator", "crs", "mean", "n", "ci_low", "ci_high", "note"]
-        ),
+        means=pd.DataFrame(means_rows, columns=MEANS_COLUMNS),
         ranks=pd.DataFrame(rank_rows, columns=["dataset", "metric", "simulator", "crs", "rank", "uncertain", "note"]),
-        agreement=pd.DataFrame(
-            agreement_rows, columns=["dataset", "metric", "simulator_a", "simulator_b", "n_crs", "kendall_tau_b", "rbo"]
-        ),
+        agreement=pd.DataFrame(agreement_rows, columns=AGREEMENT_COLUMNS),
         significance=significance,
+        subset=subset,
     )
+
+
+def agreement_caveat(
+    means: pd.DataFrame, sizes: pd.DataFrame, a: str, b: str, min_n: int = MIN_CELL_N
+) -> tuple[bool, str]:
+    """(withheld, note) for the agreement of simulators `a` and `b` on one metric.
+
+    Withheld (the figure says nothing): fewer than 3 CRSs scored by both (two items always give
+    tau = +-1), a cell with fewer than `min_n` values, or a simulator that ties every CRS. Kept with a
+    caveat: some CRSs tie under one simulator (tau-b then rests on the untied pairs only).
+    """
+    both = means[[a, b]].dropna()
+    n = sizes[[a, b]].reindex(both.index)
+    reasons, caveats = [], []
+    if len(both) < 3:
+        reasons.append(f"{len(both)} CRSs scored by both (need 3)")
+    if len(n) and int(n.min().min()) < min_n:
+        reasons.append(f"cells with n<{min_n} (smallest n={int(n.min().min())})")
+    for simulator in (a, b):
+        distinct = both[simulator].nunique()
+        if len(both) >= 2 and distinct == 1:
+            reasons.append(f"{simulator} ties every CRS")
+        elif distinct < len(both):
+            caveats.append(f"ties under {simulator}")
+    if reasons:
+        return True, "withheld: " + "; ".join(reasons)
+    return False, "; ".join(caveats)
+
+
+def significant_pairs(significance: pd.DataFrame, *, test: str = "permutation") -> pd.DataFrame:
+    """The CRS pairs whose paired difference survives Holm's correction (p_holm < 0.05), per simulator and metric."""
+    if significance.empty or "p_holm" not in significance:
+        return significance
+    rows = significance[(significance["test"] == test) & (significance["p_holm"] < ALPHA)]
+    return rows.reset_index(drop=True)
 
 
 def _pair_key(part: pd.DataFrame) -> pd.Series:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -58,21 +58,28 @@ def summarize(
     table: pd.DataFrame,
     *,
     valid: pd.Series | None = None,
+    subsets: Mapping[str, pd.Series] | None = None,
     exclude: Iterable[str] = ("conversation_id", "agent_id", "user_id", "index", "status"),
     categorical: Iterable[str] = ("end_reason",),
     seed: int = 0,
     n_resamples: int = DEFAULT_RESAMPLES,
 ) -> pd.DataFrame:
-    """One row per (subset, metric): subset "all", and "valid" when a validity mask is given."""
+    """One row per (subset, metric).
+
+    `subsets` names row masks (e.g. "all" and "valid" from `metrics.validity.subset_masks`);
+    without it, "all" is every row and "valid" is added when a validity mask is given.
+    """
     categorical = list(categorical)
     numeric = table[numeric_columns(table, [*exclude, *categorical])]
     for column in categorical:
         numeric = pd.concat([numeric, one_hot_shares(table, column)], axis=1)
-    subsets = [("all", pd.Series(True, index=table.index))]
-    if valid is not None:
-        subsets.append(("valid", valid.reindex(table.index).fillna(False).astype(bool)))
+    if subsets is None:
+        subsets = {"all": pd.Series(True, index=table.index)}
+        if valid is not None:
+            subsets["valid"] = valid
+    masks = [(name, mask.reindex(table.index).fillna(False).astype(bool)) for name, mask in subsets.items()]
     rows = []
-    for subset, mask in subsets:
+    for subset, mask in masks:
         for metric in numeric.columns:
             rows.append(
                 {
@@ -82,3 +89,29 @@ def summarize(
                 }
             )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+ITEM_COUNT_COLUMNS = ["items_shown", "items_resolved", "items_ambiguous", "items_unresolved"]
+
+
+def item_coverage(table: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    """Recommended list entries by resolution, summed per group, with `unresolved_share` (ambiguous + unresolved).
+
+    The share is over list entries, not a mean of per-conversation shares; it is missing where
+    nothing was shown. Tables without the item columns (older metrics files) give an empty frame.
+    """
+    by = list(by or [])
+    if not set(ITEM_COUNT_COLUMNS) <= set(table.columns):
+        return pd.DataFrame(columns=[*by, *ITEM_COUNT_COLUMNS, "unresolved_share"])
+    counts = table[by + ITEM_COUNT_COLUMNS].copy()
+    for column in ITEM_COUNT_COLUMNS:
+        counts[column] = pd.to_numeric(counts[column], errors="coerce").fillna(0).astype(int)
+    grouped = (
+        counts.groupby(by, as_index=False)[ITEM_COUNT_COLUMNS].sum()
+        if by
+        else counts[ITEM_COUNT_COLUMNS].sum().to_frame().T
+    )
+    shown = grouped["items_shown"].astype(float)
+    unmatched = (grouped["items_ambiguous"] + grouped["items_unresolved"]).astype(float)
+    grouped["unresolved_share"] = (unmatched / shown).where(shown > 0)
+    return grouped.reset_index(drop=True)

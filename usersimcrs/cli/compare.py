@@ -11,7 +11,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("matrix_dir", help="matrix folder (from `usersimcrs matrix`)")
     parser.add_argument("--metrics", help="comma-separated metrics (default: headline metrics and judge scores)")
-    parser.add_argument("--all-conversations", action="store_true", help="include invalid conversations")
+    parser.add_argument(
+        "--valid-only",
+        action="store_true",
+        help="sensitivity check: leave out flagged conversations too (default: every conversation the CRS took part in)",
+    )
+    parser.add_argument("--all-conversations", action="store_true", help=argparse.SUPPRESS)  # the default now
     parser.add_argument("--resamples", type=int, default=10000, help="resamples of the paired tests (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
     parser.set_defaults(func=handle)
@@ -26,17 +31,18 @@ def handle(args: argparse.Namespace) -> int:
     result = compare_matrix(
         args.matrix_dir,
         metrics=metrics,
-        valid_only=not args.all_conversations,
+        subset="valid" if args.valid_only else "all",
         resamples=args.resamples,
         seed=args.seed,
     )
     comparison, table = result.comparison, result.table
-    print(f"{args.matrix_dir}: {table['cell'].nunique()} cells, {len(table)} conversations")
+    scope = "valid conversations only" if args.valid_only else "all conversations the CRS took part in"
+    print(f"{args.matrix_dir}: {table['cell'].nunique()} cells, {len(table)} conversations; compared on {scope}")
     print(markdown_table(wide_ranks(comparison)), end="")
     uncertain = int(comparison.ranks["uncertain"].sum()) if not comparison.ranks.empty else 0
     if uncertain:
         print(
-            f"{uncertain} of {len(comparison.ranks)} ranks are uncertain (n<10 valid conversations with a value, "
+            f"{uncertain} of {len(comparison.ranks)} ranks are uncertain (n<10 conversations with a value, "
             "or a 95% CI overlapping the neighbour's): read them as ties"
         )
     if not comparison.agreement.empty:

@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 USER = "USER"
 AGENT = "AGENT"
+# metadata key of a failed conversation: whose code was running when it failed ("crs", "simulator"
+# or "toolkit"); the engine writes it, the validity gate reads it
+FAILURE_SIDE = "failure_side"
 Participant = Literal["USER", "AGENT"]
 
 

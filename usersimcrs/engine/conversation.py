@@ -22,7 +22,7 @@ from typing import Any
 
 from crs_connectors.base import CRSConnector, CRSReply
 from usersimcrs.config import RunConfig
-from usersimcrs.core.dialogue import AGENT, Dialogue, ItemRef, Utterance
+from usersimcrs.core.dialogue import AGENT, FAILURE_SIDE, Dialogue, ItemRef, Utterance
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.core.text_repair import MAX_DEPTH, merge_counts, repair_text, repair_value
 from usersimcrs.engine.ids import conversation_id, conversation_seed
@@ -31,6 +31,17 @@ from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.base import Stop, UserSimulator
 
 RAW_LIMIT_BYTES = 16 * 1024  # the most JSON of one CRS reply's raw payload kept on its utterance
+
+
+@dataclass
+class Phase:
+    """Whose code a conversation is running now, so a failure (or timeout) is put on the right side.
+
+    The validity gate counts what the CRS broke against the CRS and excludes what the simulator
+    or the toolkit broke; this is how it knows which is which.
+    """
+
+    side: str = "toolkit"
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,7 @@ class ConversationRunner:
         timings = {"profile_s": 0.0, "simulator_s": 0.0, "crs_s": 0.0}
         started = time.perf_counter()
         crs: CRSConnector | None = None
+        phase = Phase()
         try:
             profile = self.profiles.profile(conv.index, random.Random(conv.seed))
             dialogue.profile = profile  # the runner stores it once in profiles.jsonl, the line names it by ID
@@ -90,14 +102,15 @@ class ConversationRunner:
             # asyncio.timeout, not wait_for: in Python 3.11 wait_for can swallow a cancellation
             # that arrives as the conversation ends, and a run stopping on an error then never ends
             async with asyncio.timeout(self.config.conversation_timeout_s):
-                await self._loop(dialogue, simulator, crs, timings)
+                await self._loop(dialogue, simulator, crs, timings, phase)
+            phase.side = "simulator"
             simulator.finish(dialogue)
         except TimeoutError:
-            _fail(dialogue, f"timeout: conversation exceeded {self.config.conversation_timeout_s:g}s")
+            _fail(dialogue, f"timeout: conversation exceeded {self.config.conversation_timeout_s:g}s", phase.side)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - recorded on the conversation, the run goes on
-            _fail(dialogue, self.context.secrets.scrub(f"{type(exc).__name__}: {exc}"))
+            _fail(dialogue, self.context.secrets.scrub(f"{type(exc).__name__}: {exc}"), phase.side)
         finally:
             if crs is not None:
                 try:
@@ -109,22 +122,27 @@ class ConversationRunner:
         dialogue.timings = {k: round(v, 6) for k, v in timings.items()}
         return dialogue
 
-    async def _loop(self, dialogue: Dialogue, sim: UserSimulator, crs: CRSConnector, timings: dict) -> None:
+    async def _loop(
+        self, dialogue: Dialogue, sim: UserSimulator, crs: CRSConnector, timings: dict, phase: Phase
+    ) -> None:
+        phase.side = "crs"
         await crs.open(dialogue.conversation_id)
         user_turns = 0
         opening = None
         if self.config.opening == "user":
+            phase.side = "simulator"
             t0 = time.perf_counter()
             opening = await sim.start()
             timings["simulator_s"] += time.perf_counter() - t0
         if opening is not None:
             opening = repair_utterance(opening)
             user_turns = 1
-        await self._crs_turn(dialogue, crs, opening, timings)
+        await self._crs_turn(dialogue, crs, opening, timings, phase)
         while True:
             if user_turns >= self.config.max_turns:
                 dialogue.end_reason = "max_turns"
                 return
+            phase.side = "simulator"
             t0 = time.perf_counter()
             out = await sim.respond(dialogue)
             timings["simulator_s"] += time.perf_counter() - t0
@@ -134,9 +152,12 @@ class ConversationRunner:
                 dialogue.end_reason = out.reason
                 return
             user_turns += 1
-            await self._crs_turn(dialogue, crs, repair_utterance(out), timings)
+            await self._crs_turn(dialogue, crs, repair_utterance(out), timings, phase)
 
-    async def _crs_turn(self, dialogue: Dialogue, crs: CRSConnector, utt: Utterance | None, timings: dict) -> None:
+    async def _crs_turn(
+        self, dialogue: Dialogue, crs: CRSConnector, utt: Utterance | None, timings: dict, phase: Phase
+    ) -> None:
+        phase.side = "crs"
         t0 = time.perf_counter()
         try:
             reply: CRSReply = await crs.reply(dialogue, utt)
@@ -146,6 +167,7 @@ class ConversationRunner:
                 dialogue.add(utt)
         if not isinstance(reply, CRSReply):
             raise TypeError(f"connector returned {type(reply).__name__}, expected CRSReply")
+        phase.side = "toolkit"
         items = reply.items
         if self.context.items is not None:  # refs the connector already matched (ambiguous ones too) stay as they are
             items = [self.context.items.resolve(i) if i.id is None and i.resolution is None else i for i in items]
@@ -245,11 +267,12 @@ def _plain(metadata: dict[str, Any]) -> bool:
     return True
 
 
-def _fail(dialogue: Dialogue, reason: str) -> None:
+def _fail(dialogue: Dialogue, reason: str, side: str = "toolkit") -> None:
     reason, _ = repair_text(reason)
     dialogue.status = "failed"
     dialogue.error = reason[:2000]
     dialogue.end_reason = dialogue.end_reason or "error"
+    dialogue.metadata[FAILURE_SIDE] = side
 
 
 def profile_from_dict(data: dict[str, Any]) -> UserProfile:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, ClassVar, Mapping
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.metrics.options import MetricOptions
@@ -26,10 +27,30 @@ class MetricContext:
         return self._resources[key]
 
 
+def happened(dialogue: Dialogue) -> bool:
+    """Whether the conversation ran to an end with at least one system turn (not failed, not empty).
+
+    A conversation that did not happen has no length, reward, satisfaction or per-turn quality of
+    its own: those metrics are missing on it. Only its outcome (`MetricFamily.kept_on_failure`)
+    is measured: a conversation the CRS broke did not succeed and covered what it covered.
+    """
+    return dialogue.status == "ok" and any(u.participant == "AGENT" for u in dialogue.utterances)
+
+
 class MetricFamily:
-    """A group of related metrics; subclasses implement `per_conversation` and maybe `per_turn`."""
+    """A group of related metrics; subclasses implement `per_conversation` and maybe `per_turn`.
+
+    `failure_outcomes`: metric -> the value a failed conversation scores when the metric is
+    measured on other conversations of the same set but not on it (e.g. success 0: a conversation
+    the CRS broke did not succeed, even where only the end reason would have told).
+    """
 
     name: str = "metric"
+    failure_outcomes: ClassVar[Mapping[str, float]] = MappingProxyType({})
+
+    def kept_on_failure(self, metric: str) -> bool:
+        """Whether `metric` stays defined on a conversation that did not happen (an outcome); default no."""
+        return False
 
     def per_conversation(self, dialogue: Dialogue, ctx: MetricContext) -> dict[str, Value]:
         """Metric name -> value for one conversation (None when undefined, e.g. no targets)."""

@@ -8,7 +8,7 @@ from typing import Iterable
 import pandas as pd
 
 from usersimcrs.core.dialogue import Dialogue
-from usersimcrs.metrics.base import MetricContext
+from usersimcrs.metrics.base import MetricContext, MetricFamily, happened
 from usersimcrs.metrics.options import MetricOptions
 from usersimcrs.metrics.registry import family_names, metric_families
 
@@ -17,11 +17,13 @@ ID_COLUMNS = ["conversation_id", "agent_id", "user_id", "index", "status"]
 
 @dataclass
 class MetricTables:
-    """`conversations`: one row per conversation; `turns`: long table (conversation_id, turn, metric, value)."""
+    """`conversations`: one row per conversation; `turns`: long table (conversation_id, turn, metric, value);
+    `metrics`: the metric columns of `conversations` (everything but the IDs)."""
 
     conversations: pd.DataFrame
     turns: pd.DataFrame
     horizon: int
+    metrics: list[str]
 
 
 def profile_user(dialogue: Dialogue) -> str:
@@ -37,12 +39,19 @@ def corpus_horizon(dialogues: Iterable[Dialogue], options: MetricOptions) -> int
 
 
 def compute_metrics(dialogues: list[Dialogue], options: MetricOptions | None = None) -> MetricTables:
-    """Every registered (or selected) family on every dialogue."""
+    """Every registered (or selected) family on every dialogue.
+
+    On a conversation that did not happen (failed, or no system turn) only the families' outcome
+    metrics are kept (`MetricFamily.kept_on_failure`); the rest is missing, never a number that
+    describes a conversation nobody had. A family's `failure_outcomes` then fill such conversations
+    where the set measures the metric elsewhere (success 0: a broken conversation did not succeed).
+    """
     options = options or MetricOptions()
     ctx = MetricContext(options=options, horizon=corpus_horizon(dialogues, options))
     families = [metric_families.get(name)() for name in family_names(options.families)]
     rows = []
     turn_rows = []
+    broken: list[dict[str, object]] = []
     for dialogue in dialogues:
         row: dict[str, object] = {
             "conversation_id": dialogue.conversation_id,
@@ -51,9 +60,17 @@ def compute_metrics(dialogues: list[Dialogue], options: MetricOptions | None = N
             "index": dialogue.index,
             "status": dialogue.status,
         }
+        took_place = happened(dialogue)
+        if not took_place:
+            broken.append(row)
         for family in families:
-            row.update(family.per_conversation(dialogue, ctx))
+            values = family.per_conversation(dialogue, ctx)
+            if not took_place:
+                values = {m: (v if family.kept_on_failure(m) else None) for m, v in values.items()}
+            row.update(values)
             for metric, curve in family.per_turn(dialogue, ctx).items():
+                if not took_place and not family.kept_on_failure(metric):
+                    continue
                 for turn, value in enumerate(curve, start=1):
                     if value is not None:
                         turn_rows.append(
@@ -65,9 +82,29 @@ def compute_metrics(dialogues: list[Dialogue], options: MetricOptions | None = N
                             }
                         )
         rows.append(row)
-    conversations = pd.DataFrame(rows, columns=_column_order(rows))
+    _fill_failure_outcomes(rows, broken, families)
+    columns = _column_order(rows)
+    conversations = pd.DataFrame(rows, columns=columns)
     turns = pd.DataFrame(turn_rows, columns=["conversation_id", "turn", "metric", "value"])
-    return MetricTables(conversations=conversations, turns=turns, horizon=ctx.horizon)
+    metrics = [c for c in columns if c not in ID_COLUMNS]
+    return MetricTables(conversations=conversations, turns=turns, horizon=ctx.horizon, metrics=metrics)
+
+
+def _fill_failure_outcomes(
+    rows: list[dict[str, object]], broken: list[dict[str, object]], families: list[MetricFamily]
+) -> None:
+    """Give conversations that did not happen their families' failure outcome where the set measures it."""
+    if not broken:
+        return
+    broken_ids = {id(row) for row in broken}
+    for family in families:
+        for metric, value in family.failure_outcomes.items():
+            measured = any(row.get(metric) is not None for row in rows if id(row) not in broken_ids)
+            if not measured:
+                continue
+            for row in broken:
+                if row.get(metric) is None:
+                    row[metric] = value
 
 
 def _column_order(rows: list[dict[str, object]]) -> list[str]:

@@ -51,6 +51,10 @@ class CoverageFamily(MetricFamily):
 
     name = "coverage"
 
+    def kept_on_failure(self, metric: str) -> bool:
+        """Coverage is an outcome: a conversation that broke off keeps what it covered (PEPPER's rule for early ends)."""
+        return True
+
     def per_conversation(self, dialogue: Dialogue, ctx: MetricContext) -> dict[str, Value]:
         out: dict[str, Value] = {}
         for k in ctx.options.coverage_ks:

@@ -17,6 +17,10 @@ class LengthFamily(MetricFamily):
 
     name = "length"
 
+    def kept_on_failure(self, metric: str) -> bool:
+        """Only the end reason: a conversation that did not happen has no length."""
+        return metric == "end_reason"
+
     def per_conversation(self, dialogue: Dialogue, ctx: MetricContext) -> dict[str, Value]:
         return {
             "turns": len(dialogue.agent_turns),

@@ -27,6 +27,10 @@ class RecallFamily(MetricFamily):
 
     name = "recall"
 
+    def kept_on_failure(self, metric: str) -> bool:
+        """hit@k (was a target ever shown) is an outcome; recall@k averages the lists of turns that happened."""
+        return metric.startswith("hit@")
+
     def per_conversation(self, dialogue: Dialogue, ctx: MetricContext) -> dict[str, Value]:
         out: dict[str, Value] = {}
         for k in ctx.options.recall_ks:

@@ -14,10 +14,11 @@ metric_families: Registry = Registry(
         "exploration": "usersimcrs.metrics.exploration:ExplorationFamily",
         "satisfaction": "usersimcrs.metrics.satisfaction:SatisfactionFamily",
         "simulator": "usersimcrs.metrics.simulator_signals:SimulatorSignalsFamily",
+        "items": "usersimcrs.metrics.item_resolution:ItemResolutionFamily",
     },
 )
 
-DEFAULT_ORDER = ["length", "success", "recall", "coverage", "exploration", "satisfaction", "simulator"]
+DEFAULT_ORDER = ["length", "success", "recall", "coverage", "exploration", "satisfaction", "simulator", "items"]
 
 
 def family_names(selected: list[str] | None = None) -> list[str]:

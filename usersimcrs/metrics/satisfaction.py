@@ -17,7 +17,7 @@ import warnings
 from typing import Any
 
 from usersimcrs.core.dialogue import Dialogue
-from usersimcrs.metrics.base import MetricContext, MetricFamily, Value
+from usersimcrs.metrics.base import MetricContext, MetricFamily, Value, happened
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +62,17 @@ class SatisfactionFamily(MetricFamily):
 
     name = "satisfaction"
 
+    def kept_on_failure(self, metric: str) -> bool:
+        """The status says why the score is missing; the score itself needs a conversation that happened."""
+        return metric == "satisfaction_status"
+
     def per_conversation(self, dialogue: Dialogue, ctx: MetricContext) -> dict[str, Value]:
         if not ctx.options.satisfaction:
             return {"satisfaction": None, "satisfaction_status": "disabled"}
         if not dialogue.utterances:
             return {"satisfaction": None, "satisfaction_status": "empty_dialogue"}
+        if not happened(dialogue):
+            return {"satisfaction": None, "satisfaction_status": "failed_conversation"}
         classifier = ctx.resource("satisfaction_classifier", load_classifier)
         if classifier is None:
             return {"satisfaction": None, "satisfaction_status": "classifier_unavailable"}

@@ -38,6 +38,10 @@ class SimulatorSignalsFamily(MetricFamily):
 
     name = "simulator"
 
+    def kept_on_failure(self, metric: str) -> bool:
+        """The target-split coverages are outcomes; persuasiveness is a rating of a finished conversation."""
+        return metric.endswith("_coverage")
+
     def per_conversation(self, dialogue: Dialogue, ctx: MetricContext) -> dict[str, Value]:
         targets = dialogue.metadata.get("targets")
         split: dict[str, Any] = targets if isinstance(targets, dict) else {}

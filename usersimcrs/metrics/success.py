@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 
 from usersimcrs.core.dialogue import AGENT, USER, Dialogue, Utterance
 from usersimcrs.metrics.base import MetricContext, MetricFamily, Value
@@ -113,6 +114,11 @@ class SuccessFamily(MetricFamily):
     """success, successful-round ratio, hit within N turns, reward and reward per turn (None when not measured)."""
 
     name = "success"
+    failure_outcomes = MappingProxyType({"success": 0.0})
+
+    def kept_on_failure(self, metric: str) -> bool:
+        """success and hit_within_N are outcomes; rounds, ratios and reward describe a conversation."""
+        return metric == "success" or metric.startswith("hit_within_")
 
     def per_conversation(self, dialogue: Dialogue, ctx: MetricContext) -> dict[str, Value]:
         options = ctx.options

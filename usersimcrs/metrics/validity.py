@@ -1,65 +1,83 @@
-"""The validity gate: flags per conversation, so summaries can be given on all and on valid ones.
+"""The validity gate: per-conversation flags, each owned by the side that caused it.
 
 A conversation that crashed after two utterances must not enter the averages as if it were a
-finished one (the anchor's judge gave such dialogues 4.7-4.9 of 5). Flags:
+finished one (the anchor's judge gave such dialogues 4.7-4.9 of 5). But who broke it matters:
 
-- ``failed``: the run recorded an error on it (status "failed");
-- ``too_short``: fewer than `min_utterances` utterances or `min_system_turns` system turns (a user
-  who accepts the first recommendation gives 3 utterances and 1 system turn: not too short);
+- what the **CRS** broke (it failed, looped, answered nothing) is the CRS's own result and always
+  counts against it: such conversations stay in the headline subset "all";
+- what the **simulator** or the **toolkit** broke (the simulated user failed or named its hidden
+  target; a setup error) says nothing about the CRS: such conversations are *excluded* from every
+  summary, and listed with their reason and count.
+
+Subsets (see docs/metrics.md): ``all`` = every conversation the CRS took part in (all stored ones
+minus the excluded); ``valid`` = those of ``all`` without any invalidating flag (a labelled
+sensitivity check, never the headline).
+
+Flags (`FLAG_CHECKS`, one entry each; a new flag is one more entry):
+
+- ``failed``: the run recorded an error on it (status "failed"), whoever caused it;
+- ``crs_failed`` / ``simulator_failed`` / ``toolkit_failed``: the same, by the side that was running
+  when it failed (recorded by the engine; older runs and imports: guessed from the error text);
+- ``too_short``: fewer than `min_utterances` utterances or `min_system_turns` system turns;
 - ``repetition_loop``: the same system text (case and spaces folded) at least `repeat_k` times;
-- ``target_leakage``: a target title appears in a USER utterance of a simulator that must not say
-  it (target-biased and target-free users describe targets without naming them);
+- ``empty_reply``: a system turn with neither text nor items;
+- ``target_leakage``: a target title appears in a USER utterance of a simulator that must not say it;
 - ``judge_parse_failure``: a judgment of the conversation has no value (the judge's reply did not parse);
 - ``truncated_by_turn_limit``: the run stopped it at the turn limit (end reason "max_turns").
 
-A flag that could not be evaluated is None ("not checked"), never False: leakage without targets
-(or for a simulator that may name them), a judge parse failure without any judgment of the
-conversation, truncation without an end reason. An unchecked flag never makes a conversation
-invalid, and its rate is None over n = 0 checked conversations.
+A flag that could not be evaluated is None ("not checked"), never False. An unchecked flag never
+invalidates or excludes a conversation, and its rate is None over n = 0 checked conversations.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.dialogue import FAILURE_SIDE, Dialogue
 from usersimcrs.core.items import normalize_title
 from usersimcrs.metrics.targets import targets_of
 
-FLAGS = [
-    "failed",
-    "too_short",
-    "repetition_loop",
-    "target_leakage",
-    "judge_parse_failure",
-    "truncated_by_turn_limit",
-]
+Side = Literal["crs", "simulator", "toolkit", "judge", "design", "any"]
+FailureSide = Literal["crs", "simulator", "toolkit"]
+EXCLUDABLE_SIDES = ("simulator", "toolkit")  # what a gate may exclude: never the CRS's own failures
 _SPACES = re.compile(r"\s+")
 
 
-class ValidityOptions(BaseModel):
-    """Thresholds of the gate and which flags make a conversation invalid."""
+class FlagSpec(BaseModel):
+    """One validity flag: its name, the side responsible when it is set, and its default role."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    min_utterances: int = Field(3, ge=0)
-    min_system_turns: int = Field(1, ge=0)
-    repeat_k: int = Field(3, ge=2)
-    min_title_chars: int = Field(4, ge=1, description="shorter target titles are not checked for leakage")
-    leakage_simulators: list[str] = Field(
-        default_factory=lambda: ["target_biased", "target_free", "pepper", "ievalm"],
-        description="simulator types (substring match, case-insensitive) that must never say a target title",
-    )
-    check_leakage: bool | None = Field(None, description="None = only for the simulator types above")
-    invalidating: list[str] = Field(
-        default_factory=lambda: ["failed", "too_short", "repetition_loop", "target_leakage"],
-        description="flags that exclude a conversation from the 'valid' summaries",
-    )
+    name: str
+    side: Side
+    meaning: str
+    invalidating: bool = Field(False, description="by default, leaves the 'valid' subset")
+    excluding: bool = Field(False, description="by default, leaves every subset (simulator or toolkit broke it)")
+
+
+@dataclass(frozen=True)
+class FlagContext:
+    """What a flag check may read besides the dialogue."""
+
+    options: ValidityOptions
+    simulator: str | None = None
+    judged: frozenset[str] = frozenset()
+    unparsed: frozenset[str] = frozenset()
+    max_turns_reason: str = "max_turns"
+
+
+@dataclass(frozen=True)
+class FlagCheck:
+    """A flag and the function that evaluates it (True / False / None = not checked)."""
+
+    spec: FlagSpec
+    check: Callable[[Dialogue, FlagContext], bool | None] = field(compare=False)
 
 
 def _fold(text: str) -> str:
@@ -70,6 +88,31 @@ def repetition_loop(dialogue: Dialogue, k: int) -> bool:
     """The same (folded) non-empty system text occurs k or more times."""
     counts = Counter(_fold(u.text) for u in dialogue.agent_turns if u.text.strip())
     return any(n >= k for n in counts.values())
+
+
+def empty_reply(dialogue: Dialogue) -> bool:
+    """Some system turn carried neither text nor items (the CRS answered nothing)."""
+    return any(not u.text.strip() and not u.items for u in dialogue.agent_turns)
+
+
+def failure_side(dialogue: Dialogue) -> FailureSide | None:
+    """Who broke a failed conversation: the side the engine recorded, else a guess from the error text.
+
+    Older runs and imported dialogues carry no side: a connector error is the CRS's, an LLM error
+    (only LLM users raise it; the LLM CRS wraps its own as a connector error) the simulator's, and
+    anything else the toolkit's. None when the conversation did not fail.
+    """
+    if dialogue.status != "failed":
+        return None
+    recorded = dialogue.metadata.get(FAILURE_SIDE)
+    if recorded in ("crs", "simulator", "toolkit"):
+        return recorded
+    error = dialogue.error or ""
+    if re.search(r"\b(?:ConnectorError|CRSError|connector returned)\b", error):
+        return "crs"
+    if re.search(r"\bLLMError\b", error):
+        return "simulator"
+    return "toolkit"
 
 
 def _contains_title(text: str, key: str) -> bool:
@@ -128,6 +171,120 @@ def leakage_flag(dialogue: Dialogue, simulator: str | None, options: ValidityOpt
     return bool(leaks), leaks
 
 
+def _too_short(d: Dialogue, ctx: FlagContext) -> bool:
+    return len(d.utterances) < ctx.options.min_utterances or len(d.agent_turns) < ctx.options.min_system_turns
+
+
+FLAG_CHECKS: tuple[FlagCheck, ...] = (
+    FlagCheck(
+        FlagSpec(name="failed", side="any", meaning="the run recorded an error on it", invalidating=True),
+        lambda d, ctx: d.status == "failed",
+    ),
+    FlagCheck(
+        FlagSpec(name="crs_failed", side="crs", meaning="it failed inside the CRS (error, timeout, bad reply)"),
+        lambda d, ctx: failure_side(d) == "crs",
+    ),
+    FlagCheck(
+        FlagSpec(
+            name="simulator_failed",
+            side="simulator",
+            meaning="it failed inside the simulated user",
+            excluding=True,
+        ),
+        lambda d, ctx: failure_side(d) == "simulator",
+    ),
+    FlagCheck(
+        FlagSpec(
+            name="toolkit_failed",
+            side="toolkit",
+            meaning="it failed outside CRS and simulator (setup, toolkit; unattributed errors of imports)",
+            excluding=True,
+        ),
+        lambda d, ctx: failure_side(d) == "toolkit",
+    ),
+    FlagCheck(
+        # the user ended it before the CRS could show much; a human may leave a bad CRS that early,
+        # so by default it only leaves 'valid' (a config may exclude it: `excluding: [..., too_short]`)
+        FlagSpec(
+            name="too_short",
+            side="simulator",
+            meaning="fewer utterances or system turns than the gate's minimum (the user ended it early)",
+            invalidating=True,
+        ),
+        _too_short,
+    ),
+    FlagCheck(
+        FlagSpec(
+            name="repetition_loop", side="crs", meaning="the CRS said the same text repeat_k times", invalidating=True
+        ),
+        lambda d, ctx: repetition_loop(d, ctx.options.repeat_k),
+    ),
+    FlagCheck(
+        FlagSpec(name="empty_reply", side="crs", meaning="a CRS turn had neither text nor items", invalidating=True),
+        lambda d, ctx: empty_reply(d),
+    ),
+    FlagCheck(
+        FlagSpec(
+            name="target_leakage",
+            side="simulator",
+            meaning="the simulated user named a target it must only describe",
+            invalidating=True,
+            excluding=True,
+        ),
+        lambda d, ctx: leakage_flag(d, ctx.simulator, ctx.options)[0],
+    ),
+    FlagCheck(
+        FlagSpec(name="judge_parse_failure", side="judge", meaning="a judgment of it did not parse"),
+        lambda d, ctx: (d.conversation_id in ctx.unparsed) if d.conversation_id in ctx.judged else None,
+    ),
+    FlagCheck(
+        FlagSpec(name="truncated_by_turn_limit", side="design", meaning="the run stopped it at the turn limit"),
+        lambda d, ctx: (d.end_reason == ctx.max_turns_reason) if d.end_reason is not None else None,
+    ),
+)
+FLAG_SPECS: dict[str, FlagSpec] = {c.spec.name: c.spec for c in FLAG_CHECKS}
+FLAGS = list(FLAG_SPECS)
+SUMMARY_FLAGS = ["crs_failure", "excluded", "valid"]  # derived per-conversation columns with a rate
+
+
+class ValidityOptions(BaseModel):
+    """Thresholds of the gate, which flags leave the 'valid' subset and which leave every subset."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_utterances: int = Field(3, ge=0)
+    min_system_turns: int = Field(1, ge=0)
+    repeat_k: int = Field(3, ge=2)
+    min_title_chars: int = Field(4, ge=1, description="shorter target titles are not checked for leakage")
+    leakage_simulators: list[str] = Field(
+        default_factory=lambda: ["target_biased", "target_free", "pepper", "ievalm"],
+        description="simulator types (substring match, case-insensitive) that must never say a target title",
+    )
+    check_leakage: bool | None = Field(None, description="None = only for the simulator types above")
+    invalidating: list[str] = Field(
+        default_factory=lambda: [s.name for s in FLAG_SPECS.values() if s.invalidating],
+        description="flags that leave the 'valid' subset (the sensitivity check)",
+    )
+    excluding: list[str] = Field(
+        default_factory=lambda: [s.name for s in FLAG_SPECS.values() if s.excluding],
+        description="flags of what the simulator or toolkit broke: such conversations leave every subset",
+    )
+
+    @model_validator(mode="after")
+    def _known_flags_and_sides(self) -> ValidityOptions:
+        for key in ("invalidating", "excluding"):
+            unknown = [f for f in getattr(self, key) if f not in FLAG_SPECS]
+            if unknown:
+                raise ValueError(f"{key}: unknown flag(s) {', '.join(unknown)}; known: {', '.join(FLAGS)}")
+        own = [f for f in self.excluding if FLAG_SPECS[f].side not in EXCLUDABLE_SIDES]
+        if own:
+            raise ValueError(
+                f"excluding: {', '.join(own)} can be the CRS's own failure, which always counts against the CRS; "
+                f"only {' or '.join(EXCLUDABLE_SIDES)} flags can be excluded"
+            )
+        return self
+
+
 def flag_conversations(
     dialogues: list[Dialogue],
     *,
@@ -136,28 +293,47 @@ def flag_conversations(
     max_turns_reason: str = "max_turns",
     options: ValidityOptions | None = None,
 ) -> pd.DataFrame:
-    """One row per conversation: every flag, `leaked` titles, and `valid` (no invalidating flag set)."""
+    """One row per conversation: every flag, `failure_side`, `leaked`, and the derived columns.
+
+    `crs_failure`: a CRS-side flag is set (it counts against the CRS, whatever else is set);
+    `excluded`: an excluding flag is set and no CRS-side one; `exclusion`: those flags' names;
+    `valid`: not excluded and no invalidating flag set.
+    """
     options = options or ValidityOptions()
     judgments = list(judgments)
-    unparsed = parse_failures(judgments)
-    judged = {str(j.get("conversation_id")) for j in judgments}
+    ctx = FlagContext(
+        options=options,
+        simulator=simulator,
+        judged=frozenset(str(j.get("conversation_id")) for j in judgments),
+        unparsed=frozenset(parse_failures(judgments)),
+        max_turns_reason=max_turns_reason,
+    )
     rows = []
     for d in dialogues:
-        leakage, leaks = leakage_flag(d, simulator, options)
-        row: dict[str, Any] = {
-            "conversation_id": d.conversation_id,
-            "failed": d.status == "failed",
-            "too_short": len(d.utterances) < options.min_utterances or len(d.agent_turns) < options.min_system_turns,
-            "repetition_loop": repetition_loop(d, options.repeat_k),
-            "target_leakage": leakage,
-            "judge_parse_failure": (d.conversation_id in unparsed) if d.conversation_id in judged else None,
-            "truncated_by_turn_limit": (d.end_reason == max_turns_reason) if d.end_reason is not None else None,
-            "leaked": "; ".join(leaks),
-        }
-        row["valid"] = not any(row[flag] is True for flag in options.invalidating)
+        row: dict[str, Any] = {"conversation_id": d.conversation_id}
+        for check in FLAG_CHECKS:
+            row[check.spec.name] = check.check(d, ctx)
+        row["failure_side"] = failure_side(d)
+        row["leaked"] = "; ".join(leakage_flag(d, simulator, options)[1])
+        row.update(derived_columns(row, options))
         rows.append(row)
-    table = pd.DataFrame(rows, columns=["conversation_id", *FLAGS, "leaked", "valid"])
+    columns = ["conversation_id", *FLAGS, "failure_side", "leaked", "crs_failure", "excluded", "exclusion", "valid"]
+    table = pd.DataFrame(rows, columns=columns)
     return table.astype({flag: object for flag in FLAGS})
+
+
+def derived_columns(row: dict[str, Any], options: ValidityOptions) -> dict[str, Any]:
+    """crs_failure, excluded, exclusion and valid from one row's flags (see `flag_conversations`)."""
+    crs_failure = any(row.get(name) is True for name, spec in FLAG_SPECS.items() if spec.side == "crs")
+    excluding = [f for f in options.excluding if row.get(f) is True]
+    excluded = bool(excluding) and not crs_failure
+    invalid = any(row.get(f) is True for f in options.invalidating)
+    return {
+        "crs_failure": crs_failure,
+        "excluded": excluded,
+        "exclusion": "; ".join(excluding) if excluded else "",
+        "valid": not excluded and not invalid,
+    }
 
 
 def is_set(values: pd.Series) -> pd.Series:
@@ -176,15 +352,27 @@ def is_checked(values: pd.Series) -> pd.Series:
     return values.map(lambda v: not (v is None or (isinstance(v, float) and pd.isna(v)) or v == ""))
 
 
+def subset_masks(table: pd.DataFrame) -> dict[str, pd.Series]:
+    """Row masks of the two subsets: "all" (not excluded) and "valid" (the sensitivity check).
+
+    A table without the columns (e.g. an older metrics.csv) counts every row in "all" and reads
+    "valid" as given.
+    """
+    excluded = is_set(table["excluded"]) if "excluded" in table else pd.Series(False, index=table.index)
+    counted = ~excluded
+    valid = is_set(table["valid"]) if "valid" in table else counted
+    return {"all": counted, "valid": counted & valid}
+
+
 def flag_counts(flags: pd.DataFrame) -> dict[str, tuple[int, int]]:
-    """Flag -> (conversations with it set, conversations where it was checked), and the same for valid."""
+    """Flag -> (conversations with it set, conversations where it was checked), and the derived columns."""
     out = {}
-    for flag in [*FLAGS, "valid"]:
+    for flag in [*FLAGS, *SUMMARY_FLAGS]:
         column = flags[flag] if flag in flags else pd.Series([], dtype=object)
         out[flag] = (int(is_set(column).sum()), int(is_checked(column).sum()))
     return out
 
 
 def flag_rates(flags: pd.DataFrame) -> dict[str, float | None]:
-    """Share of checked conversations carrying each flag, and the share that is valid; None = not checked (n=0)."""
+    """Share of checked conversations carrying each flag (and crs_failure, excluded, valid); None = n = 0."""
     return {flag: (count / checked if checked else None) for flag, (count, checked) in flag_counts(flags).items()}

@@ -25,14 +25,18 @@ def compare_matrix(
     matrix_dir: str | Path,
     *,
     metrics: list[str] | None = None,
-    valid_only: bool = True,
+    subset: str = "all",
     resamples: int = 10000,
     seed: int = 0,
 ) -> MatrixComparison:
-    """Rank the CRSs per simulator and metric and test their differences; tables go to the matrix's comparison folder."""
+    """Rank the CRSs per simulator and metric and test their differences; tables go to the matrix's comparison folder.
+
+    `subset` "all" (default) compares every conversation each CRS took part in; "valid" is the
+    sensitivity check without the flagged ones (docs/metrics.md).
+    """
     matrix = MatrixFolder(matrix_dir)
     with matrix.lock("compare"):
         comparison, table, _ = run_comparison(
-            matrix_dir, metrics=metrics, valid_only=valid_only, n_resamples=resamples, seed=seed
+            matrix_dir, metrics=metrics, subset=subset, n_resamples=resamples, seed=seed
         )
     return MatrixComparison(comparison=comparison, table=table, folder=matrix.comparison_dir)

@@ -29,7 +29,11 @@ table.data th{background:#f6f8fa}
 figure{margin:1rem 0}figure img{max-width:100%;border:1px solid #eaeef2}
 figcaption{font-size:.85rem;color:#57606a}
 .note{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem .8rem;font-size:.88rem}
+.verdict{background:#ddf4ff;border:1px solid #54aeff;padding:.5rem .8rem;font-size:.95rem}
 nav a{margin-right:1rem;font-size:.9rem}
+details.section{margin-top:1.6rem;border-top:1px solid #d0d7de}
+details.section>summary{cursor:pointer;list-style:revert}
+details.section>summary h2{display:inline;border:none;font-size:1.15rem;margin:0}
 """
 
 
@@ -43,17 +47,31 @@ class Report:
     plots: dict[str, bytes] = field(default_factory=dict)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     sections: list[tuple[str, str]] = field(default_factory=list)
+    _folded_open: bool = False
 
-    def section(self, title: str) -> None:
+    def section(self, title: str, *, folded: bool = False) -> None:
+        """Start a section; a `folded` one is a <details> block the reader opens (no script needed)."""
         anchor = "s" + str(len(self.sections) + 1)
         self.sections.append((anchor, title))
-        self.blocks.append(f'<h2 id="{anchor}">{html.escape(title)}</h2>')
+        self._close_fold()
+        if folded:
+            self.blocks.append(
+                f'<details class="section" id="{anchor}"><summary><h2>{html.escape(title)}</h2></summary>'
+            )
+            self._folded_open = True
+        else:
+            self.blocks.append(f'<h2 id="{anchor}">{html.escape(title)}</h2>')
+
+    def _close_fold(self) -> None:
+        if self._folded_open:
+            self.blocks.append("</details>")
+            self._folded_open = False
 
     def heading(self, title: str) -> None:
         self.blocks.append(f"<h3>{html.escape(title)}</h3>")
 
-    def text(self, text: str, *, note: bool = False) -> None:
-        css = ' class="note"' if note else ""
+    def text(self, text: str, *, note: bool = False, verdict: bool = False) -> None:
+        css = ' class="note"' if note else (' class="verdict"' if verdict else "")
         self.blocks.append(f"<p{css}>{html.escape(text)}</p>")
 
     def table(self, name: str, table: pd.DataFrame, *, caption: str = "", digits: int = 3) -> None:
@@ -83,7 +101,10 @@ class Report:
         return (
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(self.title)}</title><style>{STYLE}</style></head><body>"
-            f"<h1>{html.escape(self.title)}</h1>{sub}<nav>{nav}</nav>\n" + "\n".join(self.blocks) + "\n</body></html>\n"
+            f"<h1>{html.escape(self.title)}</h1>{sub}<nav>{nav}</nav>\n"
+            + "\n".join(self.blocks)
+            + ("\n</details>" if self._folded_open else "")
+            + "\n</body></html>\n"
         )
 
     def write(self, folder: str | Path, *, page: str | Path | None = None) -> Path:
@@ -93,9 +114,20 @@ class Report:
             write_atomic(folder / "plots" / f"{name}.png", png)
         for name, table in self.tables.items():
             write_table(table, folder / "tables", name)
+        _remove_stale(folder / "plots", {f"{n}.png" for n in self.plots})
+        _remove_stale(folder / "tables", {f"{n}{ext}" for n in self.tables for ext in (".csv", ".md")})
         target = Path(page) if page else folder / "report.html"
         write_atomic(target, self.render())  # each file whole or not at all (a full disk leaves no 0-byte page)
         return target
+
+
+def _remove_stale(folder: Path, written: set[str]) -> None:
+    """Drop plots and tables an earlier report wrote here but this one did not (the page names every file)."""
+    if not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        if path.is_file() and path.suffix in (".png", ".csv", ".md") and path.name not in written:
+            path.unlink()
 
 
 def _unique(name: str, taken: dict) -> str:

@@ -1,24 +1,40 @@
-"""The report of a simulator x CRS x dataset matrix: cells, CRS comparison, simulator agreement, judges."""
+"""The report of a simulator x CRS x dataset matrix, read in 30 seconds.
+
+The page opens with the answer: per simulator, the CRSs ranked by the headline metric over every
+conversation they took part in (95% CI and n, their own failures counted), a verdict line (which
+differences survive Holm's correction, whether the simulators agree) and what is known about the
+headline evaluator's agreement with people. Everything else (the metric table with item coverage,
+ranks and tests, simulator agreement, cells and exclusions, per-turn curves, judges, transcripts)
+follows, the detail folded.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from usersimcrs.analysis.compare import (
+    LOWER_IS_BETTER,
     Comparison,
     combined_table,
     compare,
     comparison_metrics,
     discover_cells,
+    significant_pairs,
 )
 from usersimcrs.analysis.ranking import agreement_matrix
+from usersimcrs.analysis.summary import item_coverage
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import load_run
 from usersimcrs.metrics.config import MetricsConfig
+from usersimcrs.metrics.item_resolution import is_item_metric
+from usersimcrs.metrics.validity import is_set, subset_masks
 from usersimcrs.report import plots
+from usersimcrs.report.evaluators import EVALUATORS, HumanAgreement, evaluator_table
 from usersimcrs.report.html import Report
 from usersimcrs.report.sections import (
     TRANSCRIPT_TURNS,
@@ -29,6 +45,12 @@ from usersimcrs.report.sections import (
     transcript_table,
 )
 from usersimcrs.report.tables import write_table
+
+MOSTLY_UNRESOLVED = 0.5  # an item metric over a cell where at least this share of items is unresolved is marked
+SUBSET_TEXT = {
+    "all": "all conversations the CRS took part in (its own failures count against it)",
+    "valid": "valid conversations only (sensitivity check)",
+}
 
 
 def write_comparison(folder: str | Path, comparison: Comparison) -> list[Path]:
@@ -44,33 +66,60 @@ def run_comparison(
     *,
     metrics: list[str] | None = None,
     config: MetricsConfig | None = None,
-    valid_only: bool = True,
+    subset: str = "all",
     n_resamples: int = 10000,
     seed: int = 0,
 ) -> tuple[Comparison, pd.DataFrame, pd.DataFrame]:
     """Compare the matrix's CRSs and write MATRIX_DIR/comparison/*; returns (comparison, table, by_turn)."""
     cells = discover_cells(matrix_dir)
     table, by_turn = combined_table(cells, config)
-    comparison = compare(
-        table, comparison_metrics(table, metrics), valid_only=valid_only, n_resamples=n_resamples, seed=seed
-    )
+    comparison = compare(table, comparison_metrics(table, metrics), subset=subset, n_resamples=n_resamples, seed=seed)
     write_comparison(MatrixFolder(matrix_dir).comparison_dir, comparison)
     return comparison, table, by_turn
 
 
+# --------------------------------------------------------------------------- tables
+
+
 def cells_table(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell: conversations, failed and valid shares."""
-    grouped = table.groupby(["dataset", "simulator", "crs"])
-    out = grouped.agg(
-        conversations=("conversation_id", "count"), failed=("failed", "mean"), valid=("valid", "mean")
-    ).reset_index()
-    return out
+    """One row per cell: conversations, the CRS's own failures, excluded ones (and why), the valid share."""
+    masks = subset_masks(table)
+    data = table.assign(
+        _counted=masks["all"],
+        _valid=masks["valid"],
+        _crs=is_set(table["crs_failure"]) if "crs_failure" in table else False,
+        _loop=is_set(table["repetition_loop"]) if "repetition_loop" in table else False,
+        _crs_failed=is_set(table["crs_failed"]) if "crs_failed" in table else False,
+    )
+    rows = []
+    for (dataset, simulator, crs), part in data.groupby(["dataset", "simulator", "crs"]):
+        reasons = part.loc[~part["_counted"], "exclusion"].value_counts() if "exclusion" in part else pd.Series()
+        counted = int(part["_counted"].sum())
+        rows.append(
+            {
+                "dataset": dataset,
+                "simulator": simulator,
+                "crs": crs,
+                "conversations": len(part),
+                "counted (all)": counted,
+                "CRS failures": int(part["_crs"].sum()),
+                "of them failed": int(part["_crs_failed"].sum()),
+                "of them loops": int(part["_loop"].sum()),
+                "excluded": len(part) - counted,
+                "excluded because": ", ".join(f"{r} ({int(n)})" for r, n in reasons.items()),
+                "valid": int(part["_valid"].sum()),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
-def _mean_label(mean: float, n: int, note: str) -> str:
-    """'0.600 (n=20)', '– (n=0)', with a trailing '*' when the cell carries a note (small n, overlapping CI)."""
+def _mean_label(mean: float, n: int, unresolved: float | None = None) -> str:
+    """'0.600 (n=20)', '– (n=0)'; an item metric over mostly unresolved items says so."""
     value = "–" if pd.isna(mean) else f"{mean:.3f}"
-    return f"{value} (n={int(n)})" + (" *" if note else "")
+    mark = ""
+    if unresolved is not None and not pd.isna(unresolved) and unresolved >= MOSTLY_UNRESOLVED:
+        mark = f" ⚠ {unresolved:.0%} items unresolved"
+    return f"{value} (n={int(n)}){mark}"
 
 
 def _rank_label(rank: float, note: str) -> str:
@@ -79,19 +128,60 @@ def _rank_label(rank: float, note: str) -> str:
     return f"{value} ({note})" if note else value
 
 
-def wide_means(comparison: Comparison) -> pd.DataFrame:
-    """Rows = existing (dataset, simulator, crs) cells, one column per metric: 'mean (n=..)' on valid conversations."""
+def _coverage_by_cell(table: pd.DataFrame | None) -> pd.DataFrame:
+    if table is None or table.empty:
+        return pd.DataFrame(columns=["dataset", "simulator", "crs", "unresolved_share"])
+    counted = table[subset_masks(table)["all"]]
+    return item_coverage(counted, ["dataset", "simulator", "crs"])
+
+
+def wide_means(comparison: Comparison, table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Rows = existing (dataset, simulator, crs) cells, one column per metric: 'mean (n=..)'.
+
+    With the per-conversation `table`, an "items unresolved" column (share of recommended items the
+    toolkit could not match to its collection) follows the first recall column, and item metrics of
+    cells where most items are unresolved are marked.
+    """
     means = comparison.means
     if means.empty:
         return pd.DataFrame(columns=["dataset", "simulator", "crs"])
+    coverage = _coverage_by_cell(table)
+    share = {(r["dataset"], r["simulator"], r["crs"]): r["unresolved_share"] for r in coverage.to_dict("records")}
     labels = means.assign(
-        label=[_mean_label(m, n, note) for m, n, note in zip(means["mean"], means["n"], means["note"])]
+        label=[
+            _mean_label(
+                r["mean"],
+                r["n"],
+                share.get((r["dataset"], r["simulator"], r["crs"])) if is_item_metric(r["metric"]) else None,
+            )
+            for r in means.to_dict("records")
+        ]
     )
     wide = labels.pivot(index=["dataset", "simulator", "crs"], columns="metric", values="label")
     order = list(dict.fromkeys(means["metric"]))
     wide = wide[[m for m in order if m in wide]].reset_index()
     wide.columns.name = None
+    wide = wide.rename(columns={m: _with_scale(m) for m in order})
+    if share:
+        column = [
+            "–" if pd.isna(share.get(key, np.nan)) else f"{share[key]:.0%}"
+            for key in zip(wide["dataset"], wide["simulator"], wide["crs"])
+        ]
+        after = next((m for m in wide.columns if str(m).startswith("recall@")), None) or next(
+            (m for m in wide.columns if is_item_metric(str(m))), None
+        )
+        position = list(wide.columns).index(after) + 1 if after is not None else len(wide.columns)
+        wide.insert(position, "items unresolved", column)
     return wide
+
+
+def _with_scale(metric: str) -> str:
+    """The column title of a metric whose scale is not 0-1 or that carries a caveat: 'satisfaction (1-5; ...)'."""
+    info = EVALUATORS.get(metric)
+    if info is None or (info.scale.startswith(("share", "0-1")) and not info.caveat):
+        return metric
+    caveat = "; no measured signal vs humans" if metric == "satisfaction" else ""
+    return f"{metric} ({info.scale.split(' (')[0]}{caveat})"
 
 
 def wide_ranks(comparison: Comparison) -> pd.DataFrame:
@@ -108,105 +198,6 @@ def wide_ranks(comparison: Comparison) -> pd.DataFrame:
     return wide.reset_index()
 
 
-def build_matrix_report(
-    matrix_dir: str | Path,
-    *,
-    config: MetricsConfig | None = None,
-    metrics: list[str] | None = None,
-    seed: int = 0,
-) -> Path:
-    """Write the matrix's report page (+ its plots and tables, and the comparison tables); returns the page.
-
-    Holds the matrix folder's writer lock (re-entrant: a matrix run writes its report under its own lock).
-    """
-    folder = MatrixFolder(matrix_dir)
-    with folder.lock("report"):
-        return _write_matrix_report(folder, config=config, metrics=metrics, seed=seed)
-
-
-def _write_matrix_report(
-    folder: MatrixFolder, *, config: MetricsConfig | None, metrics: list[str] | None, seed: int
-) -> Path:
-    matrix_dir = folder.path
-    comparison, table, by_turn = run_comparison(matrix_dir, metrics=metrics, config=config, seed=seed)
-    report = Report(
-        title=f"Matrix report: {matrix_dir.name}",
-        subtitle=f"{table['simulator'].nunique()} simulators × {table['crs'].nunique()} CRSs × "
-        f"{table['dataset'].nunique()} datasets · {len(table)} conversations",
-    )
-    records, groups, dialogues = [], {}, []
-    for cell in discover_cells(matrix_dir):
-        data = load_run(cell.run_dir)
-        records.extend(data.judgments)
-        dialogues.extend(data.dialogues)
-        for d in data.dialogues:
-            groups[d.conversation_id] = f"{cell.simulator} · {cell.crs}" + (
-                f" · {cell.dataset}" if table["dataset"].nunique() > 1 else ""
-            )
-    report.section("Cells")
-    report.table("cells", cells_table(table), caption="Conversations per cell, share failed and share valid.")
-    failures = failure_reasons(dialogues)
-    if not failures.empty:
-        report.heading("What went wrong")
-        report.table(
-            "failure_reasons",
-            failures,
-            caption="Errors of failed conversations (all cells) grouped into "
-            "reasons (numbers, IDs, URLs and quoted values replaced), with example conversation IDs.",
-        )
-    report.section("CRS comparison")
-    report.text(
-        "Means over valid conversations; ranks are per simulator (1 = best). Paired tests compare CRSs on the "
-        "same simulated users (conversation i of every cell), two-sided, with Holm's correction per family."
-    )
-    uncertain = comparison.ranks[comparison.ranks["uncertain"]] if not comparison.ranks.empty else comparison.ranks
-    if len(uncertain):
-        report.text(
-            f"{len(uncertain)} of {len(comparison.ranks)} ranks are uncertain: fewer than 10 valid conversations "
-            "with a value (n<10) or a 95% CI that overlaps the neighbour's in the ranking; read them as ties.",
-            note=True,
-        )
-    add_ranking(report, comparison)
-    report.table(
-        "means",
-        wide_means(comparison),
-        caption="Mean per metric and its n (valid conversations); * = n<10 or CI overlapping a neighbour.",
-    )
-    report.table(
-        "ranks", wide_ranks(comparison), caption="Rank of each CRS under each simulator, with why it is uncertain."
-    )
-    if not comparison.significance.empty:
-        sig = comparison.significance[comparison.significance["test"] == "permutation"]
-        report.table("significance", sig.drop(columns=["test"]), caption="Paired permutation tests between CRSs.")
-    if not comparison.agreement.empty:
-        report.section("Simulator agreement")
-        report.text(
-            "Do simulators rank the CRSs alike? Kendall tau-b of the CRS means and rank-biased overlap "
-            "(p = 0.9) of the rankings, per metric."
-        )
-        report.table("agreement", comparison.agreement, caption="Agreement between simulators per metric.")
-        simulators = sorted(table["simulator"].unique())
-        for dataset, part in comparison.agreement.groupby("dataset"):
-            tau = part.groupby(["simulator_a", "simulator_b"])[["kendall_tau_b", "rbo"]].mean().reset_index()
-            matrix = agreement_matrix(tau, "kendall_tau_b", simulators)
-            report.plot(
-                f"simulator_agreement_{dataset}",
-                plots.heatmap(matrix, title=f"Simulator agreement ({dataset}): mean tau-b"),
-                caption=f"Kendall tau-b between simulators' CRS rankings, averaged over the "
-                f"{part.dropna(subset=['kendall_tau_b'])['metric'].nunique()} metrics where it is defined ({dataset}).",
-            )
-            report.table(f"simulator_agreement_{dataset}", matrix.reset_index().rename(columns={"index": "simulator"}))
-    curves = by_turn[by_turn["subset"] == "valid"] if not by_turn.empty else by_turn
-    if not curves.empty:
-        report.section("Per turn")
-        for (dataset, simulator), part in curves.groupby(["dataset", "simulator"]):
-            add_per_turn_plots(report, part, group="crs", label=f"{simulator} · {dataset}")
-    valid_ids = set(table.loc[table["valid"].astype(bool), "conversation_id"].astype(str))
-    add_judgment_sections(report, records, valid_ids=valid_ids, groups=pd.Series(groups), group_label="cell", seed=seed)
-    add_cell_transcripts(report, dialogues, table)
-    return report.write(folder.report_dir, page=folder.report_page)
-
-
 def headline_metric(comparison: Comparison) -> str | None:
     """The metric the ranking leads with: the first of the comparison's metrics that has a value (success first)."""
     if comparison.means.empty:
@@ -216,55 +207,436 @@ def headline_metric(comparison: Comparison) -> str | None:
     return next((m for m in order if (measured["metric"] == m).any()), None)
 
 
-def ranking_table(comparison: Comparison, metric: str) -> pd.DataFrame:
-    """One row per (dataset, simulator, CRS) for `metric`, best first within a simulator: rank, mean [95% CI], n, note."""
+def _holm_between(significance: pd.DataFrame, keys: tuple[str, str, str], a: str, b: str) -> float | None:
+    """Holm-adjusted permutation p-value between CRSs a and b (any order); None when not tested."""
+    if significance.empty:
+        return None
+    dataset, simulator, metric = keys
+    rows = significance[
+        (significance["test"] == "permutation")
+        & (significance["dataset"] == dataset)
+        & (significance["simulator"] == simulator)
+        & (significance["metric"] == metric)
+        & (
+            ((significance["crs_a"] == a) & (significance["crs_b"] == b))
+            | ((significance["crs_a"] == b) & (significance["crs_b"] == a))
+        )
+    ]
+    if rows.empty or pd.isna(rows["p_holm"].iloc[0]):
+        return None
+    return float(rows["p_holm"].iloc[0])
+
+
+def ranking_table(comparison: Comparison, metric: str, sensitivity: Comparison | None = None) -> pd.DataFrame:
+    """One row per (dataset, simulator, CRS) for `metric`, best first within a simulator.
+
+    rank, CRS, mean [95% CI], n, the CRS's own failures among its conversations, the valid-only
+    mean (sensitivity), the rank's note, and the Holm-adjusted p-value against the next CRS.
+    """
     means = comparison.means[comparison.means["metric"] == metric]
     ranks = comparison.ranks[comparison.ranks["metric"] == metric][["dataset", "simulator", "crs", "rank"]]
     rows = means.merge(ranks, on=["dataset", "simulator", "crs"], how="left").sort_values(
-        ["dataset", "simulator", "rank"]
+        ["dataset", "simulator", "rank"], na_position="last"
     )
-    rows = rows.assign(
-        **{
-            "mean [95% CI]": [
-                "–" if pd.isna(m) else f"{m:.3f} [{lo:.3f}, {hi:.3f}]"
-                for m, lo, hi in zip(rows["mean"], rows["ci_low"], rows["ci_high"])
-            ]
-        }
-    )
-    rows = rows.assign(rank=["–" if pd.isna(r) else f"{r:g}" for r in rows["rank"]])
-    return rows[["dataset", "simulator", "rank", "crs", "mean [95% CI]", "n", "note"]].fillna({"note": ""})
-
-
-def add_ranking(report: Report, comparison: Comparison) -> None:
-    """The CRS ranking on the headline metric with 95% CIs, as a table and a plot per dataset."""
-    metric = headline_metric(comparison)
-    if metric is None:
-        return
-    report.heading(f"Ranking on {metric}")
-    report.table(
-        f"ranking_{metric}",
-        ranking_table(comparison, metric),
-        caption=f"CRSs ranked by mean {metric} per simulator (valid conversations), with the 95% bootstrap "
-        "CI and n; a note marks a rank that is not evidence (n<10 or overlapping CIs).",
-    )
-    means = comparison.means[(comparison.means["metric"] == metric)].dropna(subset=["mean"])
-    for dataset, part in means.groupby("dataset"):
-        rows = part.sort_values(["simulator", "mean"], ascending=[True, False]).assign(
-            label=lambda t: t["crs"] + " · " + t["simulator"] + " (n=" + t["n"].astype(str) + ")"
+    valid = {}
+    if sensitivity is not None:
+        part = sensitivity.means[sensitivity.means["metric"] == metric]
+        valid = {(r["dataset"], r["simulator"], r["crs"]): (r["mean"], r["n"]) for r in part.to_dict("records")}
+    out = []
+    records = rows.to_dict("records")
+    for i, r in enumerate(records):
+        following = records[i + 1] if i + 1 < len(records) else None
+        same = following is not None and (following["dataset"], following["simulator"]) == (
+            r["dataset"],
+            r["simulator"],
         )
+        p = (
+            _holm_between(comparison.significance, (r["dataset"], r["simulator"], metric), r["crs"], following["crs"])
+            if same and following is not None
+            else None
+        )
+        v_mean, v_n = valid.get((r["dataset"], r["simulator"], r["crs"]), (np.nan, 0))
+        failures = int(r.get("crs_failures", 0) or 0)
+        counted = int(r.get("conversations", 0) or 0)
+        out.append(
+            {
+                "dataset": r["dataset"],
+                "simulator": r["simulator"],
+                "rank": "–" if pd.isna(r["rank"]) else f"{r['rank']:g}",
+                "crs": r["crs"],
+                "mean [95% CI]": "–"
+                if pd.isna(r["mean"])
+                else f"{r['mean']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]",
+                "n": int(r["n"]),
+                "CRS failures": f"{failures} of {counted}" + (f" ({failures / counted:.0%})" if counted else ""),
+                "valid only": "–" if pd.isna(v_mean) else f"{v_mean:.3f} (n={int(v_n)})",
+                "note": r["note"] or "",
+                "vs next (Holm p)": "–" if p is None else (f"{p:.3f}" + (" *" if p < 0.05 else "")),
+            }
+        )
+    columns = [
+        "dataset",
+        "simulator",
+        "rank",
+        "crs",
+        "mean [95% CI]",
+        "n",
+        "CRS failures",
+        "valid only",
+        "note",
+        "vs next (Holm p)",
+    ]
+    return pd.DataFrame(out, columns=columns)
+
+
+# --------------------------------------------------------------------------- the verdict
+
+
+def verdict_lines(comparison: Comparison, metric: str, dataset: str) -> list[str]:
+    """One sentence per simulator (who leads, which differences survive Holm), one on simulator agreement."""
+    higher = metric not in LOWER_IS_BETTER
+    means = comparison.means[(comparison.means["metric"] == metric) & (comparison.means["dataset"] == dataset)]
+    significant = significant_pairs(comparison.significance)
+    lines = []
+    for simulator, part in means.groupby("simulator", sort=True):
+        measured = part.dropna(subset=["mean"]).sort_values("mean", ascending=not higher)
+        if measured.empty:
+            lines.append(f"{simulator}: {metric} not measured (n=0).")
+            continue
+        top = measured.iloc[0]
+        text = f"{simulator}: {top['crs']} leads on {metric} ({top['mean']:.3f}, n={int(top['n'])})"
+        sig = (
+            significant[
+                (significant["dataset"] == dataset)
+                & (significant["simulator"] == simulator)
+                & (significant["metric"] == metric)
+            ]
+            if not significant.empty
+            else significant
+        )
+        if len(measured) < 2:
+            text += "; no other CRS to compare."
+        elif sig.empty:
+            text += "; no difference between CRSs is significant (paired permutation test, Holm, α = 0.05)"
+            small = measured[measured["n"] < 10]
+            text += f"; {len(small)} of {len(measured)} cells have n<10." if len(small) else "."
+        else:
+            pairs = []
+            for r in sig.to_dict("records"):
+                a_better = (r["mean_difference"] > 0) == higher
+                better, worse = (r["crs_a"], r["crs_b"]) if a_better else (r["crs_b"], r["crs_a"])
+                pairs.append(f"{better} > {worse} (Δ {abs(r['mean_difference']):.3f}, Holm p {r['p_holm']:.3f})")
+            text += "; significant: " + ", ".join(pairs) + "."
+        lines.append(text)
+    agreement = comparison.agreement[
+        (comparison.agreement["metric"] == metric) & (comparison.agreement["dataset"] == dataset)
+    ]
+    for r in agreement.to_dict("records"):
+        pair = f"{r['simulator_a']} vs {r['simulator_b']}"
+        if r["withheld"]:
+            lines.append(f"Do the simulators agree on {metric}? Cannot tell ({pair}: {r['note']}).")
+        else:
+            caveat = f"; {r['note']}" if r["note"] else ""
+            lines.append(
+                f"Simulator agreement on {metric} ({pair}, {int(r['n_crs'])} CRSs, smallest cell n={int(r['min_cell_n'])}): "
+                f"Kendall tau-b {r['kendall_tau_b']:.2f}, RBO {r['rbo']:.2f}{caveat}."
+            )
+    return lines
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _metric_range(metric: str, values: pd.Series) -> tuple[float, float] | None:
+    """A fixed x range for bounded metrics (shares and 0-1 scores), the scale for satisfaction."""
+    if metric == "satisfaction":
+        return (1.0, 5.0)
+    info = EVALUATORS.get(metric)
+    if (info is not None and info.scale.startswith(("share", "0-1"))) or is_item_metric(metric):
+        return (0.0, 1.0)
+    return None
+
+
+def add_ranking(
+    report: Report,
+    comparison: Comparison,
+    *,
+    sensitivity: Comparison | None = None,
+    styles: dict[str, dict[str, object]] | None = None,
+    human_agreement: Mapping[str, Sequence[HumanAgreement]] | None = None,
+) -> None:
+    """The first section: per dataset, one picture with a panel per simulator, the verdict, the ranking table."""
+    metric = headline_metric(comparison)
+    report.section("Ranking")
+    if metric is None:
+        report.text("No metric was measured on any conversation: nothing to rank.", note=True)
+        return
+    styles = styles or plots.series_styles(comparison.means["crs"].unique())
+    report.text(
+        f"CRSs ranked by mean {metric} over {SUBSET_TEXT[comparison.subset]}, with 95% bootstrap CIs and n. "
+        "The hollow diamond is the mean over valid conversations only, a sensitivity check, never the headline."
+    )
+    means = comparison.means[comparison.means["metric"] == metric]
+    valid = (
+        sensitivity.means[sensitivity.means["metric"] == metric].set_index(["dataset", "simulator", "crs"])["mean"]
+        if sensitivity is not None and not sensitivity.means.empty
+        else pd.Series(dtype=float)
+    )
+    for dataset, part in means.groupby("dataset"):
+        panels = {}
+        for simulator, rows in part.groupby("simulator"):
+            rows = rows.sort_values("mean", ascending=metric in LOWER_IS_BETTER, na_position="last")
+            failures = [
+                f", {int(f)} CRS failures" if f else "" for f in rows["crs_failures"].fillna(0).astype(int).tolist()
+            ]
+            panels[f"{simulator} · {dataset}"] = rows.assign(
+                label=[f"{c} (n={int(n)}{f})" for c, n, f in zip(rows["crs"], rows["n"], failures)],
+                sensitivity=[valid.get((dataset, simulator, c), np.nan) for c in rows["crs"]],
+            )
         report.plot(
             f"ranking_{metric}_{dataset}",
-            plots.interval_bars(
-                rows,
-                label="label",
-                value="mean",
-                low="ci_low",
-                high="ci_high",
-                title=f"{metric} per CRS and simulator ({dataset})",
-                xlabel=f"mean {metric}",
+            plots.ranking_panels(
+                panels,
+                xlabel=f"mean {metric}" + _scale_suffix(metric),
+                styles=styles,
+                xlim=_metric_range(metric, part["mean"]),
             ),
-            caption=f"Mean {metric} with its 95% bootstrap CI per CRS and simulator ({dataset}).",
+            caption=f"{metric}: mean with 95% bootstrap CI per CRS, one panel per simulator ({dataset}); "
+            "n = conversations with a value; hollow diamond = valid-only mean.",
         )
+        report.text(" ".join(verdict_lines(comparison, metric, dataset)), verdict=True)
+    report.text(
+        f"Evaluator {metric}: {_evaluator_sentence(metric, human_agreement)}",
+        note=metric == "satisfaction",
+    )
+    report.table(
+        f"ranking_{metric}",
+        ranking_table(comparison, metric, sensitivity),
+        caption=f"CRSs ranked by mean {metric} per simulator, with the 95% bootstrap CI and n; CRS failures = its "
+        "own failed, looping or empty conversations (counted in the mean); valid only = the sensitivity check; "
+        "a note marks a rank that is not evidence (n<10 or overlapping CIs); * = Holm-adjusted p < 0.05.",
+    )
+
+
+def _scale_suffix(metric: str) -> str:
+    info = EVALUATORS.get(metric)
+    return f" ({info.scale})" if info is not None else ""
+
+
+def _evaluator_sentence(metric: str, agreement: Mapping[str, Sequence[HumanAgreement]] | None) -> str:
+    table = evaluator_table([metric], agreement)
+    row = table.iloc[0]
+    text = f"scale {row['scale']}"
+    if row["measures"]:
+        text += f"; {row['measures']}"
+    text += f"; agreement with humans: {row['agreement with humans']}"
+    if row["caveat"]:
+        text += f" ({row['caveat']})"
+    return text + "."
+
+
+def add_metrics(
+    report: Report,
+    comparison: Comparison,
+    table: pd.DataFrame,
+    human_agreement: Mapping[str, Sequence[HumanAgreement]] | None,
+) -> None:
+    """Every compared metric per cell with its n, item coverage next to recall, and each evaluator's scale and
+    known agreement with humans."""
+    report.section("Metrics")
+    report.table(
+        "means",
+        wide_means(comparison, table),
+        caption=f"Mean per metric and its n ({SUBSET_TEXT[comparison.subset]}). items unresolved = share of "
+        "recommended items the toolkit could not match to its item collection (they can never hit a target); "
+        f"⚠ marks an item metric of a cell where at least {MOSTLY_UNRESOLVED:.0%} of the items are unresolved.",
+    )
+    coverage = _coverage_by_cell(table)
+    if not coverage.empty and (coverage["unresolved_share"].fillna(0) >= MOSTLY_UNRESOLVED).any():
+        report.text(
+            "Most recommended items of some cells are not in the item collection: recall, hits and coverage there "
+            "measure the catalogue mismatch, not the CRS. Give the toolkit the CRS's own catalogue (items: path) "
+            "— see docs/metrics.md, 'Item coverage'.",
+            note=True,
+        )
+    metrics = list(dict.fromkeys(comparison.means["metric"]))
+    report.table(
+        "evaluators",
+        evaluator_table(metrics, human_agreement),
+        caption="Each evaluator's scale, what it measures, and its measured agreement with human judgments "
+        "(from the meta-evaluation; 'not measured' where none exists).",
+    )
+    if not coverage.empty:
+        report.table(
+            "item_coverage",
+            coverage,
+            caption="Recommended list entries per cell by how they matched the item collection "
+            "(resolved: an item ID; ambiguous: several items share the title; unresolved: no match).",
+        )
+
+
+def add_tests_and_agreement(report: Report, comparison: Comparison, table: pd.DataFrame) -> None:
+    """Ranks, paired tests and simulator agreement (folded)."""
+    report.section("Ranks and paired tests", folded=True)
+    uncertain = comparison.ranks[comparison.ranks["uncertain"]] if not comparison.ranks.empty else comparison.ranks
+    if len(uncertain):
+        report.text(
+            f"{len(uncertain)} of {len(comparison.ranks)} ranks are uncertain: fewer than 10 conversations "
+            "with a value (n<10) or a 95% CI that overlaps the neighbour's in the ranking; read them as ties.",
+            note=True,
+        )
+    report.table(
+        "ranks", wide_ranks(comparison), caption="Rank of each CRS under each simulator, with why it is uncertain."
+    )
+    if not comparison.significance.empty:
+        sig = comparison.significance[comparison.significance["test"] == "permutation"]
+        report.text(
+            "Paired tests compare CRSs on the same simulated users (conversation i of every cell), two-sided, with "
+            f"Holm's correction per simulator and metric; {int(sig['significant'].sum())} of {len(sig)} "
+            "differences are significant at α = 0.05 after correction."
+        )
+        report.table(
+            "significance",
+            sig.drop(columns=["test"]),
+            caption="Paired permutation tests between CRSs; significant = Holm-adjusted p < 0.05.",
+        )
+    if comparison.agreement.empty:
+        return
+    report.section("Simulator agreement", folded=True)
+    report.text(
+        "Do simulators rank the CRSs alike? Kendall tau-b of the CRS means and rank-biased overlap (p = 0.9) of "
+        "the rankings, per metric. A figure is withheld when it would say nothing: fewer than 3 CRSs, cells with "
+        "n<10, or a simulator that ties every CRS."
+    )
+    report.table("agreement", comparison.agreement, caption="Agreement between simulators per metric, with n and why.")
+    simulators = sorted(table["simulator"].unique())
+    for dataset, part in comparison.agreement.groupby("dataset"):
+        kept = part[~part["withheld"].astype(bool)].dropna(subset=["kendall_tau_b"])
+        if kept.empty:
+            report.text(
+                f"{dataset}: no agreement figure is shown — every pair is withheld "
+                f"({'; '.join(sorted(set(part['note'])))}).",
+                note=True,
+            )
+            continue
+        tau = kept.groupby(["simulator_a", "simulator_b"])[["kendall_tau_b", "rbo"]].mean().reset_index()
+        matrix = agreement_matrix(tau, "kendall_tau_b", simulators)
+        report.plot(
+            f"simulator_agreement_{dataset}",
+            plots.heatmap(matrix, title=f"Simulator agreement ({dataset}): mean tau-b"),
+            caption=f"Kendall tau-b between simulators' CRS rankings, averaged over the {kept['metric'].nunique()} "
+            f"metrics where it is not withheld ({dataset}); smallest cell n = {int(kept['min_cell_n'].min())}.",
+        )
+        report.table(f"simulator_agreement_{dataset}", matrix.reset_index().rename(columns={"index": "simulator"}))
+
+
+def build_matrix_report(
+    matrix_dir: str | Path,
+    *,
+    config: MetricsConfig | None = None,
+    metrics: list[str] | None = None,
+    seed: int = 0,
+    human_agreement: Mapping[str, Sequence[HumanAgreement]] | None = None,
+) -> Path:
+    """Write the matrix's report page (+ its plots and tables, and the comparison tables); returns the page.
+
+    Holds the matrix folder's writer lock (re-entrant: a matrix run writes its report under its own lock).
+    `human_agreement` maps an evaluator (a metric or '<judge>:<name>') to its measured agreement with
+    human judgments (the meta-evaluation's figures); evaluators without one read "not measured".
+    """
+    folder = MatrixFolder(matrix_dir)
+    with folder.lock("report"):
+        return _write_matrix_report(folder, config=config, metrics=metrics, seed=seed, human_agreement=human_agreement)
+
+
+def _write_matrix_report(
+    folder: MatrixFolder,
+    *,
+    config: MetricsConfig | None,
+    metrics: list[str] | None,
+    seed: int,
+    human_agreement: Mapping[str, Sequence[HumanAgreement]] | None,
+) -> Path:
+    matrix_dir = folder.path
+    comparison, table, by_turn = run_comparison(matrix_dir, metrics=metrics, config=config, seed=seed)
+    headline = headline_metric(comparison)
+    sensitivity = (
+        compare(table, [headline], subset="valid", tests=(), n_resamples=1000, seed=seed) if headline else None
+    )
+    masks = subset_masks(table)
+    excluded = int((~masks["all"]).sum())
+    report = Report(
+        title=f"Matrix report: {matrix_dir.name}",
+        subtitle=f"{_count(table['simulator'].nunique(), 'simulator')} × {_count(table['crs'].nunique(), 'CRS')} × "
+        f"{_count(table['dataset'].nunique(), 'dataset')} · {_count(len(table), 'conversation')}, {excluded} "
+        "excluded (broken by the simulator or the toolkit)",
+    )
+    styles = plots.series_styles(table["crs"].unique())
+    add_ranking(report, comparison, sensitivity=sensitivity, styles=styles, human_agreement=human_agreement)
+    add_metrics(report, comparison, table, human_agreement)
+    add_tests_and_agreement(report, comparison, table)
+    records, groups, dialogues = [], {}, []
+    for cell in discover_cells(matrix_dir):
+        data = load_run(cell.run_dir)
+        records.extend(data.judgments)
+        dialogues.extend(data.dialogues)
+        for d in data.dialogues:
+            groups[d.conversation_id] = f"{cell.simulator} · {cell.crs}" + (
+                f" · {cell.dataset}" if table["dataset"].nunique() > 1 else ""
+            )
+    report.section("Cells and exclusions", folded=True)
+    report.table(
+        "cells",
+        cells_table(table),
+        caption="Conversations per cell: counted in 'all' (the CRS's own failures included), the CRS's failures "
+        "(failed inside the CRS, looping, empty replies), excluded ones (the simulator or the toolkit broke "
+        "them) with the flags that excluded them, and valid ones (the sensitivity subset).",
+    )
+    failures = failure_reasons(dialogues)
+    if not failures.empty:
+        report.heading("What went wrong")
+        report.table(
+            "failure_reasons",
+            failures,
+            caption="Errors of failed conversations (all cells) grouped into "
+            "reasons (numbers, IDs, URLs and quoted values replaced), with example conversation IDs.",
+        )
+    curves = _headline_curves(by_turn)
+    if not curves.empty:
+        report.section("Per turn", folded=True)
+        horizon = int(curves["turn"].max())
+        for (dataset, simulator), part in curves.groupby(["dataset", "simulator"]):
+            add_per_turn_plots(
+                report, part, group="crs", label=f"{simulator} · {dataset}", styles=styles, horizon=horizon
+            )
+    counted_ids = set(table.loc[masks["all"], "conversation_id"].astype(str))
+    add_judgment_sections(
+        report,
+        records,
+        valid_ids=counted_ids,
+        groups=pd.Series(groups),
+        group_label="cell",
+        seed=seed,
+        scope="counted",
+        folded=True,
+    )
+    add_cell_transcripts(report, dialogues, table)
+    return report.write(folder.report_dir, page=folder.report_page)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _headline_curves(by_turn: pd.DataFrame) -> pd.DataFrame:
+    """The per-turn curves of the headline subset ("all"; older files without it: what they hold)."""
+    if by_turn.empty:
+        return by_turn
+    for subset in ("all", "valid"):
+        part = by_turn[by_turn["subset"] == subset]
+        if not part.empty:
+            return part
+    return by_turn
 
 
 def add_cell_transcripts(report: Report, dialogues: list[Dialogue], table: pd.DataFrame, *, invalid: int = 3) -> None:
@@ -283,7 +655,7 @@ def add_cell_transcripts(report: Report, dialogues: list[Dialogue], table: pd.Da
     if not first_valid:
         return
     if not any(title == "Transcripts" for _, title in report.sections):
-        report.section("Transcripts")
+        report.section("Transcripts", folded=True)
     report.text(
         "One valid conversation of each cell (the first by index), at most "
         f"{TRANSCRIPT_TURNS} utterances each, long texts shortened."

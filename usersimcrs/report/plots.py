@@ -15,6 +15,23 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 DPI = 110
+# one colour, marker and dash per system, fixed by its position in the sorted list of names, so a CRS
+# keeps its look in every plot of a report; markers and dashes keep overlapping lines apart
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+DASHES = ("-", "--", "-.", ":")
+
+
+def series_styles(names: Sequence[str]) -> dict[str, dict[str, object]]:
+    """Name -> matplotlib style (color, marker, linestyle), by sorted position: the same name, the same look."""
+    return {
+        name: {
+            "color": PALETTE[i % len(PALETTE)],
+            "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": DASHES[i % len(DASHES)],
+        }
+        for i, name in enumerate(sorted({str(n) for n in names}))
+    }
 
 
 def _png(fig: plt.Figure, *, tight: bool = True) -> bytes:
@@ -27,24 +44,127 @@ def _png(fig: plt.Figure, *, tight: bool = True) -> bytes:
     return buffer.getvalue()
 
 
-def curves_per_turn(panels: Mapping[str, Mapping[str, pd.Series]], *, ylabel: str, title: str) -> bytes:
-    """One panel per key (e.g. a cut-off k or a simulator), one line per series (turn -> value)."""
+def curves_per_turn(
+    panels: Mapping[str, Mapping[str, pd.Series]],
+    *,
+    ylabel: str,
+    title: str,
+    styles: Mapping[str, Mapping[str, object]] | None = None,
+    horizon: int | None = None,
+    ylim: tuple[float, float] | None = None,
+) -> bytes:
+    """One panel per key (e.g. a cut-off k or a metric), one line per series (turn -> value).
+
+    The x axis runs over whole turns 1..`horizon` (a single point no longer gets an axis of 1.9-2.1);
+    `ylim` fixes the range of bounded metrics; `styles` (see `series_styles`) keeps each system's look.
+    """
     names = list(panels)
+    styles = styles or series_styles([label for panel in panels.values() for label in panel])
     width = max(6.5, 4.2 * len(names))
-    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(width, 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(width, 3.6), squeeze=False, layout="constrained")
     for ax, name in zip(axes[0], names):
+        last = 1
         for label, series in panels[name].items():
             series = series.sort_index()
-            ax.plot(series.index, series.values, marker="o", markersize=3, label=str(label))
+            style = dict(styles.get(str(label), {}))
+            flat = len(series) > 0 and bool((series.fillna(0) == 0).all())
+            text = f"{label} (0 on every turn)" if flat else str(label)  # lines at 0 hide each other: say so
+            ax.plot(series.index, series.values, markersize=5, linewidth=1.6, alpha=0.85, label=text, **style)
+            if len(series):
+                last = max(last, int(series.index.max()))
         ax.set_title(name, fontsize=10)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(0.7, (horizon or last) + 0.3)
+        if ylim:
+            pad = 0.04 * (ylim[1] - ylim[0])
+            ax.set_ylim(ylim[0] - pad, ylim[1] + pad)
         ax.set_xlabel("turn")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         if panels[name]:
             ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=11)
-    fig.subplots_adjust(left=0.75 / width, right=1 - 0.15 / width, bottom=0.15, top=0.82, wspace=0.32)
+    return _png(fig, tight=False)
+
+
+def ranking_panels(
+    panels: Mapping[str, pd.DataFrame],
+    *,
+    xlabel: str,
+    styles: Mapping[str, Mapping[str, object]],
+    xlim: tuple[float, float] | None = None,
+    title: str = "",
+) -> bytes:
+    """One panel per simulator: each CRS's mean as a dot with its 95% CI, best at the top, labelled with n.
+
+    Each frame has columns crs, mean, ci_low, ci_high, label and optionally `sensitivity` (the
+    valid-only mean, drawn as a hollow marker beside the headline).
+    """
+    names = list(panels)
+    rows = max([len(p) for p in panels.values()] + [1])
+    fig, axes = plt.subplots(
+        1,
+        max(1, len(names)),
+        figsize=(max(6.5, 4.6 * len(names)), 0.48 * rows + 1.5),
+        squeeze=False,
+        layout="constrained",
+    )
+    shown_sensitivity = False
+    for ax, name in zip(axes[0], names):
+        data = panels[name].reset_index(drop=True)
+        y = np.arange(len(data))
+        for i, row in data.iterrows():
+            style = styles.get(str(row["crs"]), {})
+            color = style.get("color", "#1f77b4")
+            if not pd.isna(row["mean"]):
+                low = row["mean"] - row["ci_low"] if not pd.isna(row["ci_low"]) else 0
+                high = row["ci_high"] - row["mean"] if not pd.isna(row["ci_high"]) else 0
+                ax.errorbar(
+                    [row["mean"]],
+                    [i],
+                    xerr=[[max(low, 0)], [max(high, 0)]],
+                    fmt=str(style.get("marker", "o")),
+                    color=color,
+                    capsize=4,
+                    markersize=7,
+                    linewidth=2,
+                )
+            if "sensitivity" in data and not pd.isna(row.get("sensitivity")):
+                ax.plot(
+                    [row["sensitivity"]],
+                    [i + 0.22],
+                    marker="D",
+                    markersize=5,
+                    markerfacecolor="white",
+                    markeredgecolor="#555555",
+                    linestyle="none",
+                )
+                shown_sensitivity = True
+        if data["mean"].isna().all():
+            ax.text(0.5, 0.5, "not measured (n=0)", transform=ax.transAxes, ha="center", va="center", color="#57606a")
+        ax.set_yticks(y)
+        ax.set_yticklabels([str(v) for v in data["label"]], fontsize=8)
+        ax.set_ylim(len(data) - 0.5, -0.6)
+        if xlim:
+            pad = 0.03 * (xlim[1] - xlim[0])
+            ax.set_xlim(xlim[0] - pad, xlim[1] + pad)
+        ax.set_xlabel(xlabel)
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_title(name, fontsize=10)
+    if shown_sensitivity:
+        handle = plt.Line2D(
+            [],
+            [],
+            marker="D",
+            markersize=5,
+            markerfacecolor="white",
+            markeredgecolor="#555555",
+            linestyle="none",
+            label="valid only (sensitivity)",
+        )
+        fig.legend(handles=[handle], fontsize=7, loc="outside lower right", frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
     return _png(fig, tight=False)
 
 

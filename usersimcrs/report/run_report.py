@@ -8,8 +8,12 @@ from typing import Any
 import pandas as pd
 
 from usersimcrs.analysis.run_metrics import evaluate, read_metrics, write_metrics
+from usersimcrs.analysis.summary import item_coverage
 from usersimcrs.core.run_folder import Run, load_run
 from usersimcrs.metrics.config import MetricsConfig
+from usersimcrs.metrics.item_resolution import is_item_metric
+from usersimcrs.metrics.validity import is_set, subset_masks
+from usersimcrs.report.evaluators import EVALUATORS, evaluator_table
 from usersimcrs.report.html import Report
 from usersimcrs.report.sections import (
     add_judgment_sections,
@@ -24,7 +28,8 @@ from usersimcrs.report.sections import (
 
 
 def run_tables(data: Run, config: MetricsConfig | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The metric tables (per conversation, summary, per turn): read when written, else computed and written."""
+    """The metric tables (per conversation, summary, per turn): read when written (by this version), else
+    computed and written."""
     written = read_metrics(data.folder) if config is None else None
     if written is not None:
         return written
@@ -34,7 +39,8 @@ def run_tables(data: Run, config: MetricsConfig | None) -> tuple[pd.DataFrame, p
 
 
 def overview_table(data: Run, conversations: pd.DataFrame) -> pd.DataFrame:
-    """Facts about the run: what ran, how many conversations, models, tokens, time."""
+    """Facts about the run: what ran, how many conversations (counted, CRS failures, excluded), models, tokens, time."""
+    masks = subset_masks(conversations)
     manifest = data.manifest
     config = manifest.config
     llm = manifest.llm
@@ -44,7 +50,10 @@ def overview_table(data: Run, conversations: pd.DataFrame) -> pd.DataFrame:
         ("CRS", data.crs or "–"),
         ("conversations", len(conversations)),
         ("failed", int((conversations["status"] == "failed").sum()) if "status" in conversations else 0),
-        ("valid", int(conversations["valid"].astype(bool).sum()) if "valid" in conversations else len(conversations)),
+        ("counted ('all': the CRS took part)", int(masks["all"].sum())),
+        ("CRS failures (counted against it)", _count(conversations, "crs_failure")),
+        ("excluded (simulator or toolkit broke it)", int((~masks["all"]).sum())),
+        ("valid (sensitivity subset)", int(masks["valid"].sum())),
         ("max turns", config.get("max_turns", "–")),
         ("seed", data.seed),
         ("LLM", _llm_label(manifest.models, config)),
@@ -74,18 +83,70 @@ def _write_run_report(data: Run, config: MetricsConfig | None) -> Path:
     )
     report.section("Overview")
     report.table("overview", overview_table(data, conversations))
+    report.section("Metrics")
+    table = metric_table(summary)
+    unmeasured = unmeasured_metrics(table)
+    coverage = item_coverage(conversations[subset_masks(conversations)["all"]])
+    share = coverage["unresolved_share"].iloc[0] if not coverage.empty else None
+    shown = table[~table["metric"].isin(unmeasured)].copy()
+    if share is not None and not pd.isna(share):
+        shown["items unresolved"] = [f"{share:.0%}" if is_item_metric(m) else "" for m in shown["metric"]]
+    report.table(
+        "metrics_summary",
+        shown,
+        caption="Mean and 95% bootstrap CI per metric on 'all' (every conversation the CRS took part in, its own "
+        "failures counted: the headline) and on 'valid' (the sensitivity check), with n = conversations where it "
+        "was measured; items unresolved = share of recommended items the item metrics could not match.",
+    )
+    if unmeasured:
+        report.text(
+            "Not measured on any conversation (n = 0; missing, never 0): " + ", ".join(unmeasured) + ".",
+            note="success" in unmeasured,
+        )
+    if share is not None and not pd.isna(share) and share >= 0.5:
+        report.text(
+            f"{share:.0%} of the recommended items are not in the item collection: recall, hits and coverage "
+            "measure the catalogue mismatch here, not the CRS (docs/metrics.md, 'Item coverage').",
+            note=True,
+        )
+    if not coverage.empty:
+        report.table(
+            "item_coverage",
+            coverage,
+            caption="Recommended list entries by how they matched the item collection (resolved / ambiguous / "
+            "unresolved).",
+        )
+    measured = [m for m in shown["metric"] if m in EVALUATORS]
+    if measured:
+        report.table(
+            "evaluators",
+            evaluator_table(measured),
+            caption="Each evaluator's scale and its measured agreement with human judgments ('not measured' where "
+            "none exists).",
+        )
+    if "satisfaction_status" in conversations and (conversations["satisfaction_status"] != "ok").any():
+        counts = conversations["satisfaction_status"].fillna("unknown").value_counts().sort_index()
+        report.table(
+            "satisfaction_status",
+            counts.rename_axis("status").reset_index(name="conversations"),
+            caption="Why satisfaction is missing where it is: out_of_scale = the classifier answered "
+            "outside 1-5 (it can say 0), failed_conversation = nothing to classify; never counted as a score.",
+        )
+    reasons = end_reason_table(summary)
+    if not reasons.empty:
+        report.table("end_reasons", reasons, caption="Why conversations ended (share).")
     report.section("Validity")
-    validity = validity_table(conversations)
+    validity = validity_table(conversations, config.validity if config is not None else None)
     report.text(
-        "Means are given on all conversations and on valid ones (not failed, not too short, no repetition "
-        "loop, no target leakage).",
-        note=bool(validity.loc[validity["flag"] == "valid", "share"].iloc[0] < 1),
+        "The CRS's own failures (it failed, looped or answered nothing) stay in 'all' and count against it; "
+        "conversations the simulator or the toolkit broke are excluded from every mean, with the flags below.",
+        note=bool((~subset_masks(conversations)["valid"]).any()),
     )
     report.table(
         "validity",
         validity,
-        caption="Validity flags: conversations with the flag, conversations where "
-        "it could be checked, and the share among those; an unchecked flag never invalidates.",
+        caption="Validity flags: the side responsible, what the flag does, conversations with the flag, "
+        "conversations where it could be checked, and the share among those; an unchecked flag never counts.",
     )
     failures = failure_reasons(data.dialogues)
     if not failures.empty:
@@ -96,40 +157,20 @@ def _write_run_report(data: Run, config: MetricsConfig | None) -> Path:
             caption="Errors of failed conversations grouped into reasons "
             "(numbers, IDs, URLs and quoted values replaced), with example conversation IDs.",
         )
-    report.section("Metrics")
-    table = metric_table(summary)
-    unmeasured = unmeasured_metrics(table)
-    report.table(
-        "metrics_summary",
-        table[~table["metric"].isin(unmeasured)],
-        caption="Mean and 95% bootstrap CI per metric, with n = conversations where it was measured.",
-    )
-    if unmeasured:
-        report.text(
-            "Not measured on any conversation (n = 0; missing, never 0): " + ", ".join(unmeasured) + ".",
-            note="success" in unmeasured,
-        )
-    if "satisfaction_status" in conversations and (conversations["satisfaction_status"] != "ok").any():
-        counts = conversations["satisfaction_status"].fillna("unknown").value_counts().sort_index()
-        report.table(
-            "satisfaction_status",
-            counts.rename_axis("status").reset_index(name="conversations"),
-            caption="Why satisfaction is missing where it is: out_of_scale = the classifier answered "
-            "outside 1-5 (it can say 0), never counted as a score.",
-        )
-    reasons = end_reason_table(summary)
-    if not reasons.empty:
-        report.table("end_reasons", reasons, caption="Why conversations ended (share).")
-    curves = by_turn[by_turn["subset"] == "valid"]
+    curves = by_turn[by_turn["subset"] == "all"]
     if curves.empty:
-        curves = by_turn[by_turn["subset"] == "all"]
+        curves = by_turn[by_turn["subset"] == "valid"]
     if not curves.empty:
-        report.section("Per turn")
-        add_per_turn_plots(report, curves)
+        report.section("Per turn", folded=True)
+        add_per_turn_plots(report, curves, horizon=int(curves["turn"].max()))
     add_transcripts(report, data.dialogues, conversations)
-    valid_ids = set(conversations.loc[conversations["valid"].astype(bool), "conversation_id"].astype(str))
-    add_judgment_sections(report, data.judgments, valid_ids=valid_ids, seed=data.seed)
+    counted = set(conversations.loc[subset_masks(conversations)["all"], "conversation_id"].astype(str))
+    add_judgment_sections(report, data.judgments, valid_ids=counted, seed=data.seed, scope="counted", folded=True)
     return report.write(data.folder.report_dir, page=data.folder.report_page)
+
+
+def _count(table: pd.DataFrame, column: str) -> int:
+    return int(is_set(table[column]).sum()) if column in table else 0
 
 
 def _llm_label(models: dict[str, Any], config: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from usersimcrs.analysis.factors import inter_factor_matrix, mean_abs_off_diagon
 from usersimcrs.analysis.failures import summarize_failures
 from usersimcrs.analysis.judgments import judgments_table
 from usersimcrs.analysis.summary import describe
-from usersimcrs.metrics.validity import FLAGS, is_checked, is_set
+from usersimcrs.metrics.validity import FLAG_SPECS, FLAGS, SUMMARY_FLAGS, ValidityOptions, is_checked, is_set
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
 from usersimcrs.report.tables import mean_with_ci
@@ -23,28 +23,56 @@ PER_TURN_FAMILIES = [
 ]
 
 
-def validity_table(conversations: pd.DataFrame) -> pd.DataFrame:
-    """Count and share of each flag among the conversations where it was checked; unchecked flags say so."""
+ROLE = {
+    "crs": "counts against the CRS",
+    "simulator": "excluded (simulator broke it)",
+    "toolkit": "excluded (toolkit broke it)",
+    "judge": "that judgment left out",
+    "design": "information",
+    "any": "see the three sides below",
+}
+
+
+def validity_table(conversations: pd.DataFrame, options: ValidityOptions | None = None) -> pd.DataFrame:
+    """Each flag with its side and what it does, the conversations with it, where it was checked, and the share.
+
+    An unchecked flag says "not checked". `crs_failure`, `excluded` and `valid` close the table: the
+    CRS's own failures (kept in "all"), what the simulator or toolkit broke (left out of everything),
+    and the sensitivity subset.
+    """
+    options = options or ValidityOptions()
     rows = []
-    for flag in [*FLAGS, "valid"]:
+    for flag in [*FLAGS, *SUMMARY_FLAGS]:
         column = conversations[flag] if flag in conversations else pd.Series([], dtype=object)
         count, checked = int(is_set(column).sum()), int(is_checked(column).sum())
+        spec = FLAG_SPECS.get(flag)
+        if spec is None:
+            side, role = "", {"crs_failure": "in 'all', counted", "excluded": "left out", "valid": "sensitivity"}[flag]
+        else:
+            side = spec.side
+            role = ROLE[spec.side]
+            if spec.side in ("simulator", "toolkit") and flag not in options.excluding:
+                role = "kept (not excluding in this config)"
+            if flag in options.invalidating:
+                role += "; leaves 'valid'"
         rows.append(
             {
                 "flag": flag,
+                "side": side,
+                "effect": role,
                 "conversations": count,
                 "checked": checked,
                 "share": count / checked if checked else float("nan"),
                 "note": "" if checked else "not checked",
             }
         )
-    return pd.DataFrame(rows, columns=["flag", "conversations", "checked", "share", "note"])
+    return pd.DataFrame(rows, columns=["flag", "side", "effect", "conversations", "checked", "share", "note"])
 
 
-def metric_table(summary: pd.DataFrame, *, skip: Iterable[str] = (*FLAGS, "valid")) -> pd.DataFrame:
+def metric_table(summary: pd.DataFrame, *, skip: Iterable[str] = (*FLAGS, *SUMMARY_FLAGS)) -> pd.DataFrame:
     """Rows = metrics; columns = 'all' and 'valid' as 'mean [95% CI]' and their n."""
     skip = set(skip)
-    data = summary[~summary["metric"].isin(skip) & ~summary["metric"].str.startswith("end_reason[")].copy()
+    data = summary[~summary["metric"].isin(skip) & ~summary["metric"].str.startswith(("end_reason[", "items_"))].copy()
     data["value"] = mean_with_ci(data)
     wide = data.pivot(index="metric", columns="subset", values="value")
     counts = data.pivot(index="metric", columns="subset", values="n")
@@ -98,21 +126,88 @@ def _metric_order(metric: str) -> tuple[str, int]:
     return (name, int(k) if k.isdigit() else 0)
 
 
-def add_per_turn_plots(report: Report, by_turn: pd.DataFrame, *, group: str | None = None, label: str = "") -> None:
-    """PC, Recall, PCIR and Jaccard per turn (one figure each, when the data has them)."""
+def informative_panels(
+    panels: dict[str, dict[str, pd.Series]],
+) -> tuple[dict[str, dict[str, pd.Series]], list[str]]:
+    """Panels worth drawing, and notes on the rest.
+
+    A panel identical to an earlier one (e.g. Recall@10 = @20 = @50 when no list is longer than 5)
+    is merged into that panel's title; a panel where every line is 0 on every turn is dropped and
+    said in a note (lines at zero hide each other).
+    """
+    kept: dict[str, dict[str, pd.Series]] = {}
+    aliases: dict[str, list[str]] = {}
+    notes = []
+    zero = []
+    for name, series in panels.items():
+        values = [v for s in series.values() for v in s.dropna().tolist()]
+        if values and all(v == 0 for v in values):
+            zero.append(name)
+            continue
+        twin = next((k for k, other in kept.items() if _same_panel(other, series)), None)
+        if twin is not None:
+            aliases[twin].append(name)
+            continue
+        kept[name] = series
+        aliases[name] = []
+    if zero:
+        notes.append(f"{', '.join(zero)}: 0 for every system on every turn (not drawn)")
+    titled = {(f"{k} (= {', '.join(aliases[k])})" if aliases[k] else k): v for k, v in kept.items()}
+    return titled, notes
+
+
+def _same_panel(a: dict[str, pd.Series], b: dict[str, pd.Series]) -> bool:
+    if set(a) != set(b):
+        return False
+    return all(a[k].sort_index().round(12).equals(b[k].sort_index().round(12)) for k in a)
+
+
+BOUNDED = ("pc@", "recall@", "jaccard")  # metrics in [0, 1]
+
+
+def _y_range(prefix: str, panels: dict[str, dict[str, pd.Series]]) -> tuple[float, float] | None:
+    """From 0 to a little above the largest value (at most 1) for metrics in [0, 1]; small values stay visible."""
+    if prefix not in BOUNDED:
+        return None
+    values = [v for panel in panels.values() for s in panel.values() for v in s.dropna().tolist()]
+    top = max(values, default=0.0)
+    return (0.0, 1.0 if prefix == "jaccard" else min(1.0, max(0.05, top * 1.15)))
+
+
+def add_per_turn_plots(
+    report: Report,
+    by_turn: pd.DataFrame,
+    *,
+    group: str | None = None,
+    label: str = "",
+    styles: dict[str, dict[str, object]] | None = None,
+    horizon: int | None = None,
+) -> None:
+    """PC, Recall and Jaccard per turn (one figure each, informative panels only), and the PC/PCIR table."""
+    notes = []
     for prefix, title, ylabel in PER_TURN_FAMILIES:
-        panels = per_turn_panels(by_turn, prefix, group=group)
+        panels, dropped = informative_panels(per_turn_panels(by_turn, prefix, group=group))
+        notes += dropped
         if not panels:
             continue
         if len(panels) > 4:  # keep the figure readable: the cut-offs reported most often
-            keep = [m for m in panels if m.endswith(("@5", "@10", "@20", "@50"))][:4] or list(panels)[:4]
+            keep = [m for m in panels if m.split(" ")[0].endswith(("@5", "@10", "@20", "@50"))][:4] or list(panels)[:4]
             panels = {m: panels[m] for m in keep}
         name = prefix.strip("@").replace("@", "") + "_per_turn" + (f"_{label}" if label else "")
         report.plot(
             name,
-            plots.curves_per_turn(panels, ylabel=ylabel, title=title + (f" — {label}" if label else "")),
+            plots.curves_per_turn(
+                panels,
+                ylabel=ylabel,
+                title=title + (f" — {label}" if label else ""),
+                styles=styles,
+                horizon=horizon,
+                ylim=_y_range(prefix, panels),
+            ),
             caption=f"{title} per system turn" + (f" ({label})" if label else "") + ".",
         )
+    if notes:
+        report.text("Not drawn: " + "; ".join(notes) + ".")
     coverage = coverage_table(by_turn, group=group)
     if not coverage.empty:
         report.table(
@@ -211,6 +306,13 @@ def debate_rounds(records: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["conversation_id", "role", "round", "score"])
 
 
+SCOPES = {
+    "valid": "valid conversations",
+    "invalid": "invalid conversations",
+    "counted": "conversations the CRS took part in",
+}
+
+
 def add_judgment_sections(
     report: Report,
     records: list[dict[str, Any]],
@@ -219,12 +321,17 @@ def add_judgment_sections(
     groups: pd.Series | None = None,
     group_label: str = "crs",
     seed: int = 0,
+    scope: str = "valid",
+    folded: bool = False,
 ) -> None:
-    """Judge tables, factor profiles, inter-factor heatmaps, debate trajectories and stability."""
+    """Judge tables, factor profiles, inter-factor heatmaps, debate trajectories and stability.
+
+    `valid_ids` are the conversations the scores are given on and `scope` names them ("valid", or
+    "counted" for every conversation the CRS took part in).
+    """
     if not records:
         return
     table = judgments_table(records)
-    scope = "valid"
     if valid_ids is not None:
         kept = table[table["conversation_id"].isin(valid_ids)]
         if kept.empty and not table.empty:  # e.g. a crashed run: show its judgments, marked, rather than nothing
@@ -236,7 +343,7 @@ def add_judgment_sections(
     if groups is not None:
         table = table.assign(**{group_label: table["conversation_id"].map(groups)})
     group = group_label if groups is not None else None
-    report.section("Judges")
+    report.section("Judges", folded=folded)
     if scope == "invalid":
         report.text(
             "No valid conversation was judged: the judgments below are on INVALID conversations (failed, too "
@@ -244,8 +351,9 @@ def add_judgment_sections(
             note=True,
         )
     failures = int(table["value"].isna().sum())
+    what = SCOPES.get(scope, f"{scope} conversations")
     report.text(
-        f"{len(table)} judgments on {table['conversation_id'].nunique()} {scope} conversations; "
+        f"{len(table)} judgments on {table['conversation_id'].nunique()} {what}; "
         f"{failures} could not be parsed and are left out of the means (never counted as 0).",
         note=failures > 0,
     )
@@ -254,7 +362,7 @@ def add_judgment_sections(
     report.table(
         "judge_scores",
         summary.drop(columns=["mean"]),
-        caption=f"Judge scores on {scope} conversations" + (", per judge model." if by_model else "."),
+        caption=f"Judge scores on {what}" + (", per judge model." if by_model else "."),
     )
     for judge, part in summary.groupby("judge"):
         names = part["name"].unique()
@@ -387,9 +495,16 @@ def add_transcripts(
     picked = pick_transcripts(dialogues, flags, valid=valid, other=other)
     if not picked:
         return
-    report.section("Transcripts")
+    report.section("Transcripts", folded=True)
+    shown_valid = sum(1 for _, label in picked if label.startswith("valid"))
+    shown_other = len(picked) - shown_valid
+    parts = []
+    if shown_valid:
+        parts.append(f"the first {shown_valid} valid conversation{'s' if shown_valid != 1 else ''}")
+    if shown_other:
+        parts.append(f"the first {shown_other} flagged or failed one{'s' if shown_other != 1 else ''} (failed first)")
     report.text(
-        f"The first {valid} valid conversations and the first {other} invalid ones (failed first), in run order "
+        f"{' and '.join(parts).capitalize()}, in run order "
         f"(at most {TRANSCRIPT_TURNS} utterances each, long texts shortened)."
     )
     for d, label in picked:
