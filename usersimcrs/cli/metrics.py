@@ -68,14 +68,21 @@ def _rate(value: float, flag: str) -> float:
 
 def print_scores(scores: Scores) -> None:
     """The run's headline metrics with n, on all and on valid conversations, the flags and statuses."""
-    from usersimcrs.metrics.validity import flag_counts
+    from usersimcrs.metrics.validity import flag_counts, subset_masks
 
+    table = scores.conversations
+    masks = subset_masks(table)
+    excluded = table.loc[~masks["all"], "exclusion"].value_counts() if "exclusion" in table else {}
     print(
-        f"{scores.run.path}: {len(scores.conversations)} conversations, failed {_share(scores.rates['failed'])}, "
-        f"valid {_share(scores.rates['valid'])}"
+        f"{scores.run.path}: {len(table)} conversations, failed {_share(scores.rates['failed'])}, "
+        f"CRS failures {_share(scores.rates.get('crs_failure'))} (counted), "
+        f"excluded {int((~masks['all']).sum())}"
+        + (" (" + ", ".join(f"{reason} {int(n)}" for reason, n in excluded.items()) + ")" if len(excluded) else "")
+        + f", valid {_share(scores.rates['valid'])}"
     )
+    labels = {"all": "all (the CRS took part)", "valid": "valid only (sensitivity)"}
     for subset in ("all", "valid"):
-        print(f"  {subset}: {summary_line(scores.summary, subset)}")
+        print(f"  {labels[subset]}: {summary_line(scores.summary, subset)}")
     print(f"  flags: {flags_line(flag_counts(scores.conversations))}")
     if "satisfaction_status" in scores.conversations:
         counts = scores.conversations["satisfaction_status"].value_counts()
@@ -102,7 +109,7 @@ def flags_line(counts: dict[str, tuple[int, int]]) -> str:
     """'too_short 33.3% (n=18), target_leakage not checked (n=0), ...' for every validity flag."""
     parts = []
     for flag, (count, checked) in counts.items():
-        if flag == "valid":
+        if flag in ("valid", "excluded", "crs_failure"):
             continue
         parts.append(f"{flag} not checked (n=0)" if not checked else f"{flag} {count / checked:.1%} (n={checked})")
     return ", ".join(parts)

@@ -292,7 +292,17 @@ def ranking_table(comparison: Comparison, metric: str, sensitivity: Comparison |
 # --------------------------------------------------------------------------- the verdict
 
 
-def verdict_lines(comparison: Comparison, metric: str, dataset: str) -> list[str]:
+def panel_metric(comparison: Comparison, dataset: str, simulator: str, headline: str) -> str:
+    """The metric a simulator's ranking panel shows: the headline, else (when this simulator cannot measure
+    it, e.g. success for LLM users) the first compared metric it does measure."""
+    means = comparison.means[(comparison.means["dataset"] == dataset) & (comparison.means["simulator"] == simulator)]
+    measured = set(means.dropna(subset=["mean"])["metric"])
+    if headline in measured or not measured:
+        return headline
+    return next(m for m in dict.fromkeys(means["metric"]) if m in measured)
+
+
+def verdict_lines(comparison: Comparison, metric: str, dataset: str, *, agreement: bool = True) -> list[str]:
     """One sentence per simulator (who leads, which differences survive Holm), one on simulator agreement."""
     higher = metric not in LOWER_IS_BETTER
     means = comparison.means[(comparison.means["metric"] == metric) & (comparison.means["dataset"] == dataset)]
@@ -328,10 +338,16 @@ def verdict_lines(comparison: Comparison, metric: str, dataset: str) -> list[str
                 pairs.append(f"{better} > {worse} (Δ {abs(r['mean_difference']):.3f}, Holm p {r['p_holm']:.3f})")
             text += "; significant: " + ", ".join(pairs) + "."
         lines.append(text)
-    agreement = comparison.agreement[
+    return lines + (agreement_lines(comparison, metric, dataset) if agreement else [])
+
+
+def agreement_lines(comparison: Comparison, metric: str, dataset: str) -> list[str]:
+    """Whether the simulators agree on `metric`, pair by pair, or why that cannot be told."""
+    lines = []
+    pairs = comparison.agreement[
         (comparison.agreement["metric"] == metric) & (comparison.agreement["dataset"] == dataset)
     ]
-    for r in agreement.to_dict("records"):
+    for r in pairs.to_dict("records"):
         pair = f"{r['simulator_a']} vs {r['simulator_b']}"
         if r["withheld"]:
             lines.append(f"Do the simulators agree on {metric}? Cannot tell ({pair}: {r['note']}).")
@@ -376,35 +392,49 @@ def add_ranking(
         f"CRSs ranked by mean {metric} over {SUBSET_TEXT[comparison.subset]}, with 95% bootstrap CIs and n. "
         "The hollow diamond is the mean over valid conversations only, a sensitivity check, never the headline."
     )
-    means = comparison.means[comparison.means["metric"] == metric]
     valid = (
-        sensitivity.means[sensitivity.means["metric"] == metric].set_index(["dataset", "simulator", "crs"])["mean"]
+        sensitivity.means.set_index(["dataset", "metric", "simulator", "crs"])["mean"]
         if sensitivity is not None and not sensitivity.means.empty
         else pd.Series(dtype=float)
     )
-    for dataset, part in means.groupby("dataset"):
-        panels = {}
-        for simulator, rows in part.groupby("simulator"):
-            rows = rows.sort_values("mean", ascending=metric in LOWER_IS_BETTER, na_position="last")
+    for dataset in sorted(comparison.means["dataset"].unique()):
+        panels, xlabels, xlims, fallbacks = {}, {}, {}, []
+        for simulator in sorted(comparison.means.loc[comparison.means["dataset"] == dataset, "simulator"].unique()):
+            shown = panel_metric(comparison, dataset, simulator, metric)
+            rows = comparison.means[
+                (comparison.means["dataset"] == dataset)
+                & (comparison.means["simulator"] == simulator)
+                & (comparison.means["metric"] == shown)
+            ].sort_values("mean", ascending=shown in LOWER_IS_BETTER, na_position="last")
             failures = [
                 f", {int(f)} CRS failures" if f else "" for f in rows["crs_failures"].fillna(0).astype(int).tolist()
             ]
-            panels[f"{simulator} · {dataset}"] = rows.assign(
+            name = f"{simulator} · {dataset}" + (f"\n{shown} ({metric} not measured)" if shown != metric else "")
+            if shown != metric:
+                fallbacks.append((simulator, shown))
+            panels[name] = rows.assign(
                 label=[f"{c} (n={int(n)}{f})" for c, n, f in zip(rows["crs"], rows["n"], failures)],
-                sensitivity=[valid.get((dataset, simulator, c), np.nan) for c in rows["crs"]],
+                sensitivity=[valid.get((dataset, shown, simulator, c), np.nan) for c in rows["crs"]],
             )
+            xlabels[name] = f"mean {shown}" + _scale_suffix(shown)
+            xlims[name] = _metric_range(shown, rows["mean"])
         report.plot(
             f"ranking_{metric}_{dataset}",
-            plots.ranking_panels(
-                panels,
-                xlabel=f"mean {metric}" + _scale_suffix(metric),
-                styles=styles,
-                xlim=_metric_range(metric, part["mean"]),
-            ),
+            plots.ranking_panels(panels, xlabel=xlabels, styles=styles, xlim=xlims),
             caption=f"{metric}: mean with 95% bootstrap CI per CRS, one panel per simulator ({dataset}); "
-            "n = conversations with a value; hollow diamond = valid-only mean.",
+            "n = conversations with a value; hollow diamond = valid-only mean"
+            + "".join(f"; {sim} cannot measure {metric}, its panel shows {m}" for sim, m in fallbacks)
+            + ".",
         )
-        report.text(" ".join(verdict_lines(comparison, metric, dataset)), verdict=True)
+        lines = verdict_lines(comparison, metric, dataset, agreement=False)
+        for simulator, shown in fallbacks:  # what its panel shows instead
+            lines += [
+                line
+                for line in verdict_lines(comparison, shown, dataset, agreement=False)
+                if line.startswith(f"{simulator}:")
+            ]
+        lines += agreement_lines(comparison, metric, dataset)
+        report.text(" ".join(lines), verdict=True)
     report.text(
         f"Evaluator {metric}: {_evaluator_sentence(metric, human_agreement)}",
         note=metric == "satisfaction",
@@ -561,7 +591,9 @@ def _write_matrix_report(
     comparison, table, by_turn = run_comparison(matrix_dir, metrics=metrics, config=config, seed=seed)
     headline = headline_metric(comparison)
     sensitivity = (
-        compare(table, [headline], subset="valid", tests=(), n_resamples=1000, seed=seed) if headline else None
+        compare(table, list(dict.fromkeys(comparison.means["metric"])), subset="valid", tests=(), seed=seed)
+        if headline
+        else None
     )
     masks = subset_masks(table)
     excluded = int((~masks["all"]).sum())

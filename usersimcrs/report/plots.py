@@ -90,15 +90,16 @@ def curves_per_turn(
 def ranking_panels(
     panels: Mapping[str, pd.DataFrame],
     *,
-    xlabel: str,
+    xlabel: str | Mapping[str, str],
     styles: Mapping[str, Mapping[str, object]],
-    xlim: tuple[float, float] | None = None,
+    xlim: tuple[float, float] | None | Mapping[str, tuple[float, float] | None] = None,
     title: str = "",
 ) -> bytes:
     """One panel per simulator: each CRS's mean as a dot with its 95% CI, best at the top, labelled with n.
 
     Each frame has columns crs, mean, ci_low, ci_high, label and optionally `sensitivity` (the
-    valid-only mean, drawn as a hollow marker beside the headline).
+    valid-only mean, drawn as a hollow marker beside the headline). `xlabel` and `xlim` may differ
+    per panel (a mapping by panel name).
     """
     names = list(panels)
     rows = max([len(p) for p in panels.values()] + [1])
@@ -145,10 +146,11 @@ def ranking_panels(
         ax.set_yticks(y)
         ax.set_yticklabels([str(v) for v in data["label"]], fontsize=8)
         ax.set_ylim(len(data) - 0.5, -0.6)
-        if xlim:
-            pad = 0.03 * (xlim[1] - xlim[0])
-            ax.set_xlim(xlim[0] - pad, xlim[1] + pad)
-        ax.set_xlabel(xlabel)
+        limits = xlim.get(name) if isinstance(xlim, Mapping) else xlim
+        if limits:
+            pad = 0.03 * (limits[1] - limits[0])
+            ax.set_xlim(limits[0] - pad, limits[1] + pad)
+        ax.set_xlabel(xlabel.get(name, "") if isinstance(xlabel, Mapping) else xlabel)
         ax.grid(axis="x", alpha=0.3)
         ax.set_title(name, fontsize=10)
     if shown_sensitivity:
