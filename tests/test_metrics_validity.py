@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -18,6 +20,8 @@ from usersimcrs.metrics.validity import (
     leaked_targets,
     subset_masks,
 )
+
+TINY_ITEMS = str(Path(__file__).resolve().parents[1] / "configs" / "data" / "tiny_movies.csv")
 
 
 def _set():
@@ -177,3 +181,38 @@ def test_a_conversation_that_never_happened_has_no_reward_length_or_satisfaction
         assert pd.isna(row[metric]), metric
     assert row["satisfaction_status"] == "failed_conversation" and row["end_reason"] == "error"
     assert row["items_shown"] == 0
+
+
+def test_the_engine_records_which_side_broke_a_conversation(tmp_path):
+    """A CRS that raises, a user that raises, a CRS that answers nothing: each lands on its side."""
+    import usersimcrs as us
+    from usersimcrs.analysis.run_metrics import evaluate
+
+    async def crs(history, user_utterance):
+        said = user_utterance.text if user_utterance else ""
+        if "crash" in said:
+            raise RuntimeError("CRS model died")
+        if "silence" in said:
+            return {"text": " ", "items": []}
+        return {"text": "Try Heat (1995).", "items": [{"title": "Heat (1995)"}]}
+
+    plans = {0: ["hi", "crash please"], 1: ["hi", "user breaks"], 2: ["hi", "silence", "ok"], 3: ["hi", "thanks"]}
+
+    def user(dialogue):
+        if not dialogue.conversation_id:  # the opening turn: every script starts with "hi"
+            return "hi"
+        script = plans[int(dialogue.conversation_id.split("-")[-2])]  # <name>-<index>-<hash>
+        turns = len(dialogue.user_turns)
+        if turns < len(script) and script[turns] == "user breaks":
+            raise ValueError("simulator bug")
+        return script[turns] if turns < len(script) else None
+
+    items = us.ItemCollection.from_csv(TINY_ITEMS, delimiters={"genres": "|"})
+    run = us.simulate(crs=crs, simulator=user, items=items, conversations=4, output=tmp_path / "run", max_turns=5)
+    by_index = {d.index: d for d in run.dialogues}
+    assert by_index[0].metadata["failure_side"] == "crs" and by_index[1].metadata["failure_side"] == "simulator"
+    table = evaluate(run).conversations.set_index("index")
+    assert table.loc[0, "crs_failed"] and not table.loc[0, "excluded"] and table.loc[0, "crs_failure"]
+    assert table.loc[1, "simulator_failed"] and table.loc[1, "excluded"]
+    assert table.loc[2, "empty_reply"] and table.loc[2, "crs_failure"] and not table.loc[2, "excluded"]
+    assert table.loc[3, "valid"] and not table.loc[3, "crs_failure"]

@@ -188,3 +188,56 @@ def test_the_report_shows_the_unresolved_item_share_next_to_recall(looping_matri
     coverage = pd.read_csv(looping_matrix / "report" / "tables" / "item_coverage.csv").set_index("crs")
     assert coverage.loc["ievalm", "items_unresolved"] > 0
     assert coverage.loc["ievalm", "unresolved_share"] == pytest.approx(share, abs=0.005)
+
+
+def _paired(cells: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
+    rows = []
+    for (simulator, crs), values in cells.items():
+        for i, value in enumerate(values):
+            rows.append(
+                {
+                    "dataset": "ml",
+                    "simulator": simulator,
+                    "crs": crs,
+                    "conversation_id": f"{simulator}-{crs}-{i}",
+                    "index": i,
+                    "user_id": f"u{i}",
+                    "valid": True,
+                    "success": value,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_the_verdict_names_only_differences_that_survive_holm():
+    from usersimcrs.analysis.compare import compare
+    from usersimcrs.report.matrix_report import verdict_lines
+
+    table = _paired(
+        {
+            ("agenda", "good"): [1.0] * 12,
+            ("agenda", "bad"): [0.0] * 12,
+            ("agenda", "close"): [1.0] * 11 + [0.0],
+        }
+    )
+    comparison = compare(table, ["success"], n_resamples=2000)
+    sig = comparison.significance[comparison.significance["test"] == "permutation"].set_index(["crs_a", "crs_b"])
+    assert sig.loc[("bad", "good"), "significant"] and not sig.loc[("close", "good"), "significant"]
+    line = verdict_lines(comparison, "success", "ml")[0]
+    assert line.startswith("agenda: good leads on success (1.000, n=12); significant: ")
+    assert "good > bad" in line and "close > bad" in line and "good > close" not in line and "close > good" not in line
+
+
+def test_per_turn_panels_are_only_drawn_when_they_say_something():
+    from usersimcrs.report.sections import informative_panels
+
+    rising = pd.Series([0.1, 0.2, 0.3], index=[1, 2, 3])
+    zero = pd.Series([0.0, 0.0, 0.0], index=[1, 2, 3])
+    panels = {
+        "recall@5": {"a": rising, "b": zero},
+        "recall@10": {"a": rising.copy(), "b": zero.copy()},  # lists of <= 5 items: same as @5
+        "recall@1": {"a": zero, "b": zero},  # everyone at 0 on every turn
+    }
+    kept, notes = informative_panels(panels)
+    assert list(kept) == ["recall@5 (= recall@10)"]
+    assert notes == ["recall@1: 0 for every system on every turn (not drawn)"]

@@ -25,7 +25,8 @@ class Scores:
     files: list[Path] = field(default_factory=list)
 
     def mean(self, metric: str, subset: str = "all") -> float | None:
-        """The mean of `metric` on `subset` ("all" or "valid"); None when it was not measured."""
+        """The mean of `metric` on `subset`: "all" (every conversation the CRS took part in, the headline) or
+        "valid" (the sensitivity check); None when it was not measured."""
         rows = self.summary[(self.summary["subset"] == subset) & (self.summary["metric"] == metric)]
         if rows.empty or pd.isna(rows["mean"].iloc[0]):
             return None
