@@ -43,6 +43,10 @@ def test_run_report_references_every_plot_and_table(tmp_path, capsys):
         "debate_trajectories",
     } <= names
     assert "could not be parsed" in html  # the quality judgment with value None
+    tables = {p.stem for p in (run_dir / "report" / "tables").glob("*.csv")}
+    assert {"metrics_summary", "item_coverage", "evaluators", "validity"} <= tables
+    summary = (run_dir / "report" / "tables" / "metrics_summary.md").read_text()
+    assert "all: n" in summary and "valid: n" in summary and "items unresolved" in summary
 
 
 def test_matrix_report_has_agreement_and_per_crs_curves(tmp_path):

@@ -162,6 +162,13 @@ def wide_means(comparison: Comparison, table: pd.DataFrame | None = None) -> pd.
     wide = wide[[m for m in order if m in wide]].reset_index()
     wide.columns.name = None
     wide = wide.rename(columns={m: _with_scale(m) for m in order})
+    cells = means.drop_duplicates(["dataset", "simulator", "crs"]).set_index(["dataset", "simulator", "crs"])
+    keys = list(zip(wide["dataset"], wide["simulator"], wide["crs"]))
+    wide.insert(
+        3,
+        "CRS failures",
+        [f"{int(cells.loc[k, 'crs_failures'])} of {int(cells.loc[k, 'conversations'])}" for k in keys],
+    )
     if share:
         column = [
             "–" if pd.isna(share.get(key, np.nan)) else f"{share[key]:.0%}"
@@ -477,7 +484,8 @@ def add_metrics(
     report.table(
         "means",
         wide_means(comparison, table),
-        caption=f"Mean per metric and its n ({SUBSET_TEXT[comparison.subset]}). items unresolved = share of "
+        caption=f"Mean per metric and its n ({SUBSET_TEXT[comparison.subset]}); CRS failures = its own failed, "
+        "looping or empty conversations among them. items unresolved = share of "
         "recommended items the toolkit could not match to its item collection (they can never hit a target); "
         f"⚠ marks an item metric of a cell where at least {MOSTLY_UNRESOLVED:.0%} of the items are unresolved.",
     )

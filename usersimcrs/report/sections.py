@@ -227,9 +227,15 @@ def coverage_table(by_turn: pd.DataFrame, *, group: str | None = None) -> pd.Dat
     wide = data.pivot_table(index=index, columns="metric", values="value").reset_index()
     columns = sorted([c for c in wide.columns if c not in index], key=lambda m: (m.split("@")[0], _metric_order(m)[1]))
     wide = wide[index + columns]
+    if "n" in data:  # users behind each turn's mean (the same for every cut-off k)
+        counts = data[data["metric"].str.startswith("pc@")].groupby(index)["n"].max().rename("n").reset_index()
+        wide = wide.merge(counts, on=index, how="left")
+        columns = [*columns, "n"]
     averages = []
     for key, part in wide.groupby(group) if group else [(None, wide)]:
         row = {c: part[c].mean() for c in columns if c.startswith("pcir@")}
+        if "n" in part:
+            row["n"] = part["n"].max()
         row.update({"turn": "PCIR_avg", **({group: key} if group else {})})
         averages.append(row)
     return pd.concat([wide.astype({"turn": object}), pd.DataFrame(averages)], ignore_index=True)
