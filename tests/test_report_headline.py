@@ -22,9 +22,11 @@ import pytest
 import yaml
 
 from usersimcrs.cli import main
+from usersimcrs.pipeline.report import report
 from usersimcrs.testing.crs_servers import DEFAULT_CATALOG
 
 ROOT = Path(__file__).resolve().parents[1]
+METRICS = ["success", "recall@10", "pc@10"]
 # titles the server recommends that the toolkit's collection lacks: they stay unresolved
 MISSING = {"2571", "1270"}
 EXTRA = [
@@ -101,7 +103,7 @@ def looping_matrix(tmp_path_factory) -> Path:
                 {"name": "popularity", "type": "popularity"},
             ],
             "metrics": {"options": {"satisfaction": False}},
-            "report": True,
+            "report": False,
         }
         path = folder / "matrix.yaml"
         path.write_text(yaml.safe_dump(config))
@@ -109,6 +111,7 @@ def looping_matrix(tmp_path_factory) -> Path:
     finally:
         server.terminate()
         server.wait(timeout=10)
+    report(folder / "out", metrics=METRICS)
     return folder / "out"
 
 
@@ -241,3 +244,21 @@ def test_per_turn_panels_are_only_drawn_when_they_say_something():
     kept, notes = informative_panels(panels)
     assert list(kept) == ["recall@5 (= recall@10)"]
     assert notes == ["recall@1: 0 for every system on every turn (not drawn)"]
+
+
+def test_each_evaluator_shows_its_agreement_with_humans_or_not_measured(looping_matrix, tmp_path):
+    import shutil
+
+    from usersimcrs.report.evaluators import HumanAgreement
+
+    copy = tmp_path / "matrix"
+    shutil.copytree(looping_matrix, copy)
+    figure = HumanAgreement(
+        statistic="Spearman r", value=0.41, n=267, reference="CRSArena-Eval ReDial turns", source="a meta-eval run"
+    )
+    report(copy, metrics=METRICS, human_agreement={"recall@10": [figure]})
+    table = pd.read_csv(copy / "report" / "tables" / "evaluators.csv").set_index("evaluator")
+    assert table.loc["recall@10", "agreement with humans"].startswith("Spearman r 0.41, n=267 — CRSArena-Eval")
+    assert table.loc["success", "agreement with humans"] == "not measured"
+    html = (copy / "report.html").read_text(encoding="utf-8")
+    assert "Evaluator success: scale share 0-1" in html and "agreement with humans: not measured" in html

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -13,7 +13,7 @@ from usersimcrs.core.run_folder import Run, load_run
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.metrics.item_resolution import is_item_metric
 from usersimcrs.metrics.validity import is_set, subset_masks
-from usersimcrs.report.evaluators import EVALUATORS, evaluator_table
+from usersimcrs.report.evaluators import EVALUATORS, HumanAgreement, evaluator_table
 from usersimcrs.report.html import Report
 from usersimcrs.report.sections import (
     add_judgment_sections,
@@ -64,18 +64,27 @@ def overview_table(data: Run, conversations: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["field", "value"]).astype({"value": str})
 
 
-def build_run_report(run_dir: str | Path | Run, config: MetricsConfig | None = None, *, dedupe: bool = False) -> Path:
+def build_run_report(
+    run_dir: str | Path | Run,
+    config: MetricsConfig | None = None,
+    *,
+    dedupe: bool = False,
+    human_agreement: Mapping[str, Sequence[HumanAgreement]] | None = None,
+) -> Path:
     """Write the run's report page (and its plots and tables); returns the page's path.
 
     Holds the folder's writer lock. A file whose conversation IDs repeat is refused with the count
-    unless `dedupe` (or a `Run` opened with `duplicates="first"`).
+    unless `dedupe` (or a `Run` opened with `duplicates="first"`). `human_agreement`: an evaluator's
+    measured agreement with human judgments (see `report.evaluators`).
     """
     data = run_dir if isinstance(run_dir, Run) else load_run(run_dir, duplicates="first" if dedupe else "refuse")
     with data.folder.lock("report"):
-        return _write_run_report(data, config)
+        return _write_run_report(data, config, human_agreement)
 
 
-def _write_run_report(data: Run, config: MetricsConfig | None) -> Path:
+def _write_run_report(
+    data: Run, config: MetricsConfig | None, human_agreement: Mapping[str, Sequence[HumanAgreement]] | None
+) -> Path:
     conversations, summary, by_turn = run_tables(data, config)
     report = Report(
         title=f"Run report: {data.name}",
@@ -120,7 +129,7 @@ def _write_run_report(data: Run, config: MetricsConfig | None) -> Path:
     if measured:
         report.table(
             "evaluators",
-            evaluator_table(measured),
+            evaluator_table(measured, human_agreement),
             caption="Each evaluator's scale and its measured agreement with human judgments ('not measured' where "
             "none exists).",
         )
