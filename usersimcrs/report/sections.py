@@ -464,9 +464,17 @@ def transcript_table(dialogue: Any) -> pd.DataFrame:
         text = " ".join(u.text.split())
         if len(text) > TRANSCRIPT_TEXT_CHARS:
             text = text[: TRANSCRIPT_TEXT_CHARS - 1] + "…"
-        items = "; ".join(i.title or i.raw or i.id or "?" for i in u.items) if u.participant == "AGENT" else ""
+        items = "; ".join(_item_label(i) for i in u.items) if u.participant == "AGENT" else ""
         rows.append({"#": position, "speaker": u.participant, "text": text, "recommended": items})
     return pd.DataFrame(rows, columns=["#", "speaker", "text", "recommended"])
+
+
+def _item_label(item: Any) -> str:
+    """A recommended item as text; one the toolkit could not match to its collection says so."""
+    label = item.title or item.raw or item.id or "?"
+    if item.id is None:
+        label += " [ambiguous]" if item.resolution == "ambiguous" else " [not in the collection]"
+    return str(label)
 
 
 def pick_transcripts(
