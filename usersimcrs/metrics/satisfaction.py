@@ -7,7 +7,7 @@ scikit-learn versions warn when loading them; we silence that warning and record
 
 The model's classes are 0-4, so it can answer 0, which is outside DialogueKit's 1-5 scale. We do
 not guess a shift: such a score is missing, and ``satisfaction_status`` says why a score is missing
-(ok / out_of_scale / classifier_unavailable / empty_dialogue / disabled).
+(ok / out_of_scale / classifier_unavailable / empty_dialogue / failed_conversation / disabled).
 """
 
 from __future__ import annotations
