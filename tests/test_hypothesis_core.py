@@ -21,8 +21,13 @@ from usersimcrs.errors import DataError
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
+# non-finite floats are repaired to null on write (docs/reliability.md), so they cannot round-trip
 json_scalars = (
-    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=12)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
 )
 json_values = st.recursive(
     json_scalars,
