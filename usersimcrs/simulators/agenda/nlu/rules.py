@@ -48,6 +48,12 @@ _QUESTION_START = re.compile(
     r"^\s*(?:what|which|who|whom|any|do|does|did|are|is|would|could|can|have|how|tell me)\b", re.I
 )
 _MAX_LEXICON_VALUES = 500
+_LIST_MARKER = re.compile(r"^\s*(?:\d{1,3}\s*[:.)]|[-\u2022\u2023\u2043\u25e6*\u2013\u2014\u00b7])\s+")
+"""A list marker before a title: "1:" (iEvaLM / CRS Arena), "2." or "3)", and bullets ("-", "•", "*")."""
+_LIST_LINE = re.compile(
+    r"^[ \t]*(?:\d{1,3}\s*[:.)]|[-\u2022\u2023\u2043\u25e6*\u2013\u2014\u00b7])[ \t]+\S[^\n]*$", re.M
+)
+_DECORATION = " .,;:\"'*_`"
 
 
 class RulePatterns:
@@ -114,6 +120,24 @@ class SlotValueMatcher:
 
     def is_value(self, text: str) -> bool:
         return self.pattern is not None and self.pattern.fullmatch(text.strip()) is not None
+
+
+def strip_list_marker(title: str, collection: ItemCollection | None = None) -> str:
+    """`title` without a leading list marker ("1: Pari (1995)" -> "Pari (1995)").
+
+    A title the collection knows with its marker-like start ("300: Rise of an Empire") is kept.
+    """
+    marker = _LIST_MARKER.match(title)
+    if marker is None:
+        return title
+    if collection is not None and len(collection) and collection.find_by_title(title, fuzzy=False) is not None:
+        return title
+    return title[marker.end() :].strip()
+
+
+def _starts_line(text: str, position: int) -> bool:
+    """Whether only spaces stand between the start of the line and `position`."""
+    return not text[text.rfind("\n", 0, position) + 1 : position].strip()
 
 
 def _sentences(text: str) -> list[str]:
@@ -187,28 +211,62 @@ class RuleNLU(NLU):
         return self.values.find(text)
 
     def find_titles(self, text: str, items: list) -> list[str]:
-        """Recommended titles: the CRS's item list first, then titles found in the text."""
+        """Recommended titles: the CRS's item list first, then list lines, then titles found in the text.
+
+        A list line ("1: Twelve Monkeys (a.k.a. 12 Monkeys) (1995)", "- Heat (1995)") is read whole,
+        without its marker, so neither the marker nor a fragment of the line becomes a title.
+        """
         titles: dict[str, str] = {}
         collection = self.settings.items
         for ref in items:
             title = getattr(ref, "title", None) or getattr(ref, "raw", None)
             if title:
+                title = strip_list_marker(title, collection)
                 titles.setdefault(normalize_title(title), display_title(title))
+        recommending = self.patterns.matches("recommend", text)
+        listed: list[tuple[int, int]] = []
+        for match in _LIST_LINE.finditer(text):
+            title = self._list_title(match.group(0), collection, recommending)
+            if title:
+                listed.append(match.span())
+                titles.setdefault(normalize_title(title), title)
+
+        def in_list(position: int) -> bool:
+            return any(start <= position < end for start, end in listed)
+
         for match in _YEAR_MARK.finditer(text):
+            if in_list(match.start()):
+                continue
             name = _title_before_year(_prefix_before(text, match.start()))
             if name:
-                candidate = f"{name} ({match.group(1)})"
-                item = collection.find_by_title(candidate) if collection is not None and len(collection) else None
-                candidate = display_title(item.title) if item else candidate
+                candidate = self._known_title(strip_list_marker(f"{name} ({match.group(1)})", collection), collection)
                 titles.setdefault(normalize_title(candidate), candidate)
-        if self.patterns.matches("recommend", text):
+        if recommending:
             for cue in self.patterns.title_cues:
                 for match in cue.finditer(text):
+                    if in_list(match.start(1)):
+                        continue
                     candidate = _strip_lead(match.group(1).strip(" .,:;\"'"))
                     resolved = self._resolve(candidate, collection)
                     if resolved:
                         titles.setdefault(normalize_title(resolved), resolved)
         return list(titles.values())
+
+    def _list_title(self, line: str, collection: ItemCollection | None, recommending: bool) -> str | None:
+        """The title of one list line: the marker dropped, cut after its "(year)"; None when it is no title
+        (a line without a year counts only in a recommending text)."""
+        content = strip_list_marker(line.strip(), collection)
+        year = _YEAR_MARK.search(content)
+        candidate = (content[: year.end()] if year else content).strip(_DECORATION)
+        if year is not None:
+            return self._known_title(candidate, collection)
+        return self._resolve(candidate, collection) if recommending else None
+
+    @staticmethod
+    def _known_title(candidate: str, collection: ItemCollection | None) -> str:
+        """`candidate` as the collection spells it when it names one item, else as given."""
+        item = collection.find_by_title(candidate) if collection is not None and len(collection) else None
+        return display_title(item.title) if item else candidate
 
     def _resolve(self, candidate: str, collection: ItemCollection | None) -> str | None:
         """A candidate title as it should be reported, or None when it is not a title."""
@@ -293,7 +351,6 @@ def _strip_lead(candidate: str) -> str:
         flags=re.I,
     )
     candidate = re.sub(r"^(?:the following items|the movie|the film)\s*:?\s*", "", candidate, flags=re.I)
-    candidate = re.sub(r"^\s*\d+[:.)]\s*", "", candidate)
     return candidate.strip(" .,:;\"'")
 
 
