@@ -104,7 +104,7 @@ def test_resume_skips_what_is_stored_and_adds_usage(run_dir):
 
 def test_transient_llm_errors_are_retried_on_the_next_invocation(run_dir):
     with LLMServer(replies=lambda body: REPLY, faults=["500"] * 100) as server:
-        assert judge(run_dir, server, "--judge", "quality", "--criteria", "fluency") == 0
+        assert judge(run_dir, server, "--judge", "quality", "--criteria", "fluency") == 3  # every judgment failed
     assert {r["status"] for r in judgments(run_dir)} == {"llm_error"}
     assert all(r["value"] is None for r in judgments(run_dir))
     with LLMServer(replies=lambda body: REPLY) as server:

@@ -3,12 +3,17 @@
 Parses the flags into a `JudgeRequest`, calls `usersimcrs.pipeline.judge.judge` and prints its
 result; see that module for what judging does (resume per model, skips, usage, abort on permanent
 failures, dry runs).
+
+Exit codes: 0 done; 2 a user-fixable error (bad key, model or URL: judging stops at once); 3 the
+judgments are written but more than `--max-failed-share` of them have no value (a run in which
+every judgment failed always exits 3).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,6 +26,17 @@ def backend_choices() -> list[str]:
     from usersimcrs.llm.backends import llm_backends
 
     return ["auto", *llm_backends.names()]
+
+
+def _price(text: str) -> tuple[float, float]:
+    """'0.15,0.6' -> (0.15, 0.6): dollars per million prompt and completion tokens."""
+    try:
+        prompt, completion = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected IN,OUT dollars per million tokens, e.g. 0.15,0.6; got {text!r}"
+        ) from None
+    return prompt, completion
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,7 +70,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="a conversation ID on several lines: keep its first line (default: refuse the run, with the count)",
     )
-    parser.add_argument("--dry-run", action="store_true", help="print calls and estimated tokens; call nothing")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the model, calls, estimated tokens and cost; call nothing"
+    )
+    parser.add_argument(
+        "--price",
+        type=_price,
+        metavar="IN,OUT",
+        help="US dollars per million prompt and completion tokens, for the cost a dry run prints "
+        "(default: the bundled OpenAI list prices; local models have none)",
+    )
+    parser.add_argument(
+        "--max-failed-share",
+        type=float,
+        default=0.2,
+        metavar="SHARE",
+        help="exit 3 when a larger share (0..1) of the judgments asked for has no value (default 0.2)",
+    )
     parser.add_argument("--concurrency", type=int, default=4, help="conversations judged at once (default 4)")
     parser.add_argument("--limit", type=int, help="judge at most this many conversations")
     parser.add_argument("--max-attempts", type=int, help="LLM calls per score before recording a failure (default 3)")
@@ -96,6 +128,8 @@ def request_from(args: argparse.Namespace):
         "prompts": args.prompts,
         "batch_aspects": args.batch_aspects,
         "shared_rubric": not args.no_shared_rubric,
+        "max_failed_share": args.max_failed_share,
+        "price": args.price,
         "criteria": [c.strip() for c in args.criteria.split(",") if c.strip()] if args.criteria else None,
     }
     try:
@@ -106,11 +140,29 @@ def request_from(args: argparse.Namespace):
         raise ConfigError(describe_validation_error(exc, source=None, flags=True)) from None
 
 
+EXIT_TOO_MANY_FAILED = 3
+
+
 def handle(args: argparse.Namespace) -> int:
     from usersimcrs.pipeline.judge import judge
 
     result = judge(args.run_dir, request_from(args), progress=True)
     _print(result.report(), args.json, "dry run" if result.dry_run is not None else result.judgments_path)
+    if result.dry_run is not None:
+        return 0
+    if result.failures and not args.json:
+        print(f"failed judgments: {result.failed} of {result.asked}; by reason:")
+        for failure in result.failures[:5]:
+            print(f"  {failure.count:>5}  {failure.reason}")
+        if len(result.failures) > 5:
+            print(f"  ({len(result.failures) - 5} more reasons)")
+    if result.exceeds_failed_share:
+        print(
+            f"error: {result.failed} of {result.asked} judgments failed ({result.failed_share:.0%}), "
+            f"more than max_failed_share {result.max_failed_share:g}",
+            file=sys.stderr,
+        )
+        return EXIT_TOO_MANY_FAILED
     return 0
 
 
@@ -120,4 +172,28 @@ def _print(report: dict[str, Any], as_json: bool, title: str) -> None:
         return
     print(f"{title}:")
     for key, value in report.items():
-        print(f"  {key}: {value}")
+        if key == "models" and isinstance(value, dict):
+            for model, planned in value.items():
+                print(f"  model {model}: {_planned(planned)}")
+        elif key == "cost_usd":
+            print(
+                f"  cost: {_dollars(value)}"
+                if value is not None
+                else "  cost: unknown (no price for a model "
+                "above; give one with --price IN,OUT in US dollars per million prompt and completion tokens)"
+            )
+        else:
+            print(f"  {key}: {value}")
+
+
+def _planned(planned: dict[str, Any]) -> str:
+    """One model's share of a dry run: calls, estimated tokens and cost."""
+    cost = _dollars(planned["cost_usd"]) if planned.get("cost_usd") is not None else "cost unknown"
+    return (
+        f"{planned['calls']} calls, ~{planned['total_tokens']:,} tokens ({planned['prompt_tokens']:,} prompt + "
+        f"{planned['completion_tokens']:,} completion), {cost} ({planned['price']})"
+    )
+
+
+def _dollars(value: float) -> str:
+    return f"${value:,.4f}" if value < 1 else f"${value:,.2f}"

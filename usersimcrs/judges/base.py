@@ -153,6 +153,13 @@ class Judge(ABC):
         """The names that must be stored for `dialogue` to count as judged (per-turn judges list one per turn)."""
         return self.all_names()
 
+    def plan_in(
+        self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None, context: RunContext
+    ) -> list[PlannedCall]:
+        """`plan` with the LLMs of `context` in view (a judge whose prompts depend on the model's context
+        window plans the prompts it would really send); by default the same as `plan`."""
+        return self.plan(dialogue, existing)
+
     def all_names(self) -> list[str]:
         """Every judgment name that must be stored for a conversation to count as done (own and reused)."""
         return list(self.names())

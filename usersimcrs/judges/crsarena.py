@@ -17,7 +17,7 @@ from usersimcrs.core.crsarena_eval import split_score_name, turn_index, turn_sco
 from usersimcrs.core.dialogue import AGENT, Dialogue
 from usersimcrs.judges.base import Judgment, PlannedCall, gather_all
 from usersimcrs.judges.estimate import expected_completion_tokens
-from usersimcrs.judges.prompt_builder import ConversationView, turn_messages
+from usersimcrs.judges.prompt_builder import ConversationView, PromptLayout, turn_messages
 from usersimcrs.judges.rubric_judge import RubricJudge
 from usersimcrs.judges.rubrics import Criterion
 
@@ -88,9 +88,11 @@ class CRSArenaJudge(RubricJudge):
         results = await gather_all(*calls)
         return [j for part in results for j in part]
 
-    def plan(self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None = None) -> list[PlannedCall]:
+    def plan(
+        self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None = None, layout: PromptLayout | None = None
+    ) -> list[PlannedCall]:
         done = set(existing or {})
-        calls = super().plan(dialogue, existing)  # the dialogue criteria (see `pending`)
+        calls = super().plan(dialogue, existing, layout)  # the dialogue criteria (see `pending`)
         view = ConversationView.from_dialogue(dialogue)
         expected = expected_completion_tokens(self.config.max_tokens, self.config.rationale_chars)
         for criterion in self.turn_criteria:
@@ -103,7 +105,7 @@ class CRSArenaJudge(RubricJudge):
                         judge=self.name,
                         name=name,
                         component=self.component(criterion),
-                        messages=turn_messages(self.rubric, criterion, view, number, layout=self.layout),
+                        messages=turn_messages(self.rubric, criterion, view, number, layout=layout or self.layout),
                         max_tokens=self.config.max_tokens,
                         expected_completion_tokens=expected,
                     )

@@ -297,6 +297,15 @@ class DebateJudge(Judge):
             out.append(await self.run_debate(view, factors, context))
         return out
 
+    def plan_in(
+        self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None, context: RunContext
+    ) -> list[PlannedCall]:
+        """`plan` with the factor calls planned for the factor judge's LLMs (their prompt layout)."""
+        factors = self.factor_judge.plan_in(
+            dialogue, {k: v for k, v in (existing or {}).items() if k != OVERALL}, context
+        )
+        return factors + [c for c in self.plan(dialogue, existing) if c.judge == self.name]
+
     def plan(self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None = None) -> list[PlannedCall]:
         """Factor calls still needed plus every role in every round up to the limit (an upper bound)."""
         existing = dict(existing or {})

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.judges.base import JudgeOptions, Judgment
 from usersimcrs.judges.parsing import as_number
-from usersimcrs.judges.prompt_builder import ConversationView
+from usersimcrs.judges.prompt_builder import ConversationView, PromptLayout
 from usersimcrs.judges.rubric_judge import RubricJudge
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,7 +74,9 @@ class PersuasivenessJudge(RubricJudge):
             return [j for j in recorded if j.name not in done]
         return await super().score(dialogue, context, existing)
 
-    def plan(self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None = None):
+    def plan(
+        self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None = None, layout: PromptLayout | None = None
+    ):
         if self.config.use_recorded and dialogue.metadata.get(RECORDED_KEY) is not None:
             return []
-        return super().plan(dialogue, existing)
+        return super().plan(dialogue, existing, layout)

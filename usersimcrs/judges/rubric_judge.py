@@ -95,7 +95,10 @@ class RubricJudge(Judge):
     def layout_for(self, view: ConversationView, llm: Any) -> PromptLayout:
         """The configured layout, or the compact one when a shared-rubric prompt of this conversation
         would not fit the context window of a local model (llama.cpp, Ollama: `n_ctx`)."""
-        window = context_window(llm)
+        return self.layout_in_window(view, context_window(llm))
+
+    def layout_in_window(self, view: ConversationView, window: int | None) -> PromptLayout:
+        """`layout_for` given the context window itself (None: no limit)."""
         if not self.layout.shared_rubric or window is None:
             return self.layout
         longest = max(
@@ -255,7 +258,14 @@ class RubricJudge(Judge):
                 pass
         return await gather_all(*(self.score_criterion(view, c, context, layout) for c in pending))
 
-    def plan(self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None = None) -> list[PlannedCall]:
+    def plan(
+        self,
+        dialogue: Dialogue,
+        existing: Mapping[str, Judgment] | None = None,
+        layout: PromptLayout | None = None,
+    ) -> list[PlannedCall]:
+        """The calls `score` would make; `layout` is the prompt layout of per-criterion calls (default:
+        the configured one; `plan_in` passes the one the judging's LLM would get)."""
         view = ConversationView.from_dialogue(dialogue)
         expected = expected_completion_tokens(self.config.max_tokens, self.config.rationale_chars)
         todo = [c for c in self.pending(existing) if not view.missing(c.inputs)]
@@ -278,12 +288,30 @@ class RubricJudge(Judge):
                 judge=self.name,
                 name=criterion.name,
                 component=self.component(criterion),
-                messages=criterion_messages(self.rubric, criterion, view, layout=self.layout),
+                messages=criterion_messages(self.rubric, criterion, view, layout=layout or self.layout),
                 max_tokens=self.config.max_tokens,
                 expected_completion_tokens=expected,
             )
             for criterion in todo
         ]
+
+    def plan_in(
+        self, dialogue: Dialogue, existing: Mapping[str, Judgment] | None, context: RunContext
+    ) -> list[PlannedCall]:
+        """The calls `score` would make with the LLMs of `context`: a local model whose window is too small
+        for the shared-rubric prompt gets the compact layout, as in `score`."""
+        window = configured_window(context, self.component(self.criteria[0])) if self.criteria else None
+        layout = self.layout_in_window(ConversationView.from_dialogue(dialogue), window)
+        return self.plan(dialogue, existing, layout=layout)
+
+
+def configured_window(context: RunContext, component: str) -> int | None:
+    """The context window the component's LLM would have, read from its config (no backend is built)."""
+    component_config = getattr(context.llms, "component_config", None)
+    if component_config is None:
+        return None
+    config = component_config(component)
+    return config.n_ctx if config.backend in LOCAL_WINDOW_BACKENDS else None
 
 
 def context_window(llm: Any) -> int | None:

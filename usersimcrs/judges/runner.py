@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import JsonlWriter
 from usersimcrs.core.run_folder import Duplicates, Run, RunFolder
-from usersimcrs.core.usage import Usage, add_summaries, upgrade_legacy_usage
-from usersimcrs.judges.base import Judge, Judgment, PlannedCall, gather_all
+from usersimcrs.core.usage import COUNTERS, Usage, add_summaries, upgrade_legacy_usage
+from usersimcrs.judges.base import FAILED_STATUSES, Judge, Judgment, PlannedCall, gather_all
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.runtime.context import RunContext
@@ -68,18 +68,43 @@ def is_done(judge: Judge, existing: Mapping[str, Judgment], names: Iterable[str]
     return all(n in existing for n in (names if names is not None else judge.all_names()))
 
 
+class JudgeUsage(Usage):
+    """The LLM work of one judging as the LLM layer counted it, every backend request once.
+
+    `calls` are the requests the judge made to a backend (cache hits excluded), `retries` the extra
+    attempts the LLM layer made for them, so `requests` (= calls + retries) is what the servers saw;
+    `errors` are calls that ended without a usable answer; `resamples` are the judge's own re-asks
+    after an unusable reply (each is also one of the calls); tokens are those of every attempt."""
+
+    requests: int = 0
+    resamples: int = 0
+
+    @classmethod
+    def between(cls, before: Mapping[str, Any], after: Mapping[str, Any], resamples: int = 0) -> JudgeUsage:
+        """What an LLM usage summary (or one slice of it) grew by from `before` to `after`."""
+        counts = {name: int(after.get(name) or 0) - int(before.get(name) or 0) for name in COUNTERS}
+        return cls(**counts, requests=counts["calls"] + counts["retries"], resamples=resamples)
+
+
+def failure_reason(judgment: Judgment) -> str:
+    """A judgment's failure as one short line for grouping: its status and, if any, its error."""
+    error = " ".join((judgment.error or "").split())[:160]
+    return f"{judgment.status}: {error}" if error else judgment.status
+
+
 @dataclass
 class ModelTally:
-    """Judgments written and tokens spent by one judge model in one invocation."""
+    """Judgments written and LLM work spent by one judge model in one invocation."""
 
     judgments: int = 0
     statuses: Counter = field(default_factory=Counter)
-    usage: Usage = field(default_factory=Usage)
+    usage: JudgeUsage = field(default_factory=JudgeUsage)
 
 
 @dataclass
 class JudgeRunSummary:
-    """What one `judge` invocation did."""
+    """What one `judge` invocation did. `usage` comes from the LLM layer's counters (set when
+    `judge_run` ends), never from adding up judgments, so a request is counted once."""
 
     conversations: int = 0
     judged: int = 0
@@ -87,18 +112,47 @@ class JudgeRunSummary:
     skipped_invalid: Counter = field(default_factory=Counter)
     written: int = 0
     statuses: Counter = field(default_factory=Counter)
-    usage: Usage = field(default_factory=Usage)
+    failures: Counter = field(default_factory=Counter)
+    resamples: int = 0
+    usage: JudgeUsage = field(default_factory=JudgeUsage)
     by_model: dict[str, ModelTally] = field(default_factory=dict)
 
     def add(self, judgment: Judgment) -> None:
-        """Count one written judgment, overall and for its model."""
+        """Count one written judgment, overall and for its model (a batched request's re-asks
+        are counted on the judgment that carries its calls, as its usage is)."""
         self.written += 1
         self.statuses[judgment.status] += 1
-        self.usage += judgment.usage
+        if judgment.status in FAILED_STATUSES and judgment.status != "missing_input":
+            self.failures[failure_reason(judgment)] += 1
+        if judgment.mode != "batched" or judgment.usage.calls + judgment.usage.cache_hits:
+            self.resamples += max(0, judgment.attempts - 1)
         tally = self.by_model.setdefault(judgment.model, ModelTally())
         tally.judgments += 1
         tally.statuses[judgment.status] += 1
-        tally.usage += judgment.usage
+
+    @property
+    def asked(self) -> int:
+        """Judgments written for which a model was asked (a missing input asks nothing)."""
+        return self.written - self.statuses.get("missing_input", 0)
+
+    @property
+    def failed(self) -> int:
+        """Judgments written without a value although the model was asked (parse, range or LLM failures)."""
+        return sum(self.failures.values())
+
+    @property
+    def failed_share(self) -> float | None:
+        """failed / asked; None when nothing was asked."""
+        return self.failed / self.asked if self.asked else None
+
+    def settle(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+        """Take this invocation's usage from the LLM layer: overall and per model, `after` minus `before`."""
+        self.usage = JudgeUsage.between(before, after, self.resamples)
+        models_before, models_after = before.get("by_model") or {}, after.get("by_model") or {}
+        for model, counts in models_after.items():
+            grown = JudgeUsage.between(models_before.get(model) or {}, counts)
+            if model in self.by_model or any(grown.model_dump().values()):
+                self.by_model.setdefault(model, ModelTally()).usage = grown
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -148,9 +202,13 @@ def read_dialogues(run_dir: Path, duplicates: Duplicates = "refuse") -> list[Dia
     return Run(run_dir, duplicates=duplicates).dialogues
 
 
-def plan_run(judge: Judge, todo: list[tuple[Dialogue, dict[str, Judgment]]]) -> list[PlannedCall]:
-    """Every call a first attempt would make (for `--dry-run`)."""
-    return [call for dialogue, existing in todo for call in judge.plan(dialogue, existing)]
+def plan_run(
+    judge: Judge, todo: list[tuple[Dialogue, dict[str, Judgment]]], context: RunContext | None = None
+) -> list[PlannedCall]:
+    """Every call a first attempt would make (for `--dry-run`), with the prompts the LLMs of `context` get."""
+    if context is None:
+        return [call for dialogue, existing in todo for call in judge.plan(dialogue, existing)]
+    return [call for dialogue, existing in todo for call in judge.plan_in(dialogue, existing, context)]
 
 
 async def judge_run(
@@ -171,6 +229,7 @@ async def judge_run(
     """
     gate = asyncio.Semaphore(max(1, concurrency))
     writers: list[JsonlWriter] = []  # opened at the first judgment: an aborted run leaves no empty file
+    before = llm_usage(context)
 
     async def one(dialogue: Dialogue, existing: dict[str, Judgment]) -> None:
         async with gate:
@@ -189,7 +248,14 @@ async def judge_run(
     finally:
         for writer in writers:
             writer.close()
+        summary.settle(before, llm_usage(context))
     return summary
+
+
+def llm_usage(context: RunContext) -> dict[str, Any]:
+    """The LLM layer's usage summary of `context` so far (empty without a counting provider)."""
+    llms = context.llms
+    return llms.usage_summary() if llms is not None and hasattr(llms, "usage_summary") else {}
 
 
 def prefix_chars(llm_usage: Mapping[str, Any], components: Iterable[str]) -> dict[str, int]:
@@ -210,8 +276,9 @@ def record_usage(
     llm_usage: Mapping[str, Any],
     components: Iterable[str] = (),
 ) -> dict:
-    """Add this invocation's judge tokens to ``manifest.json`` under ``judges`` (summed over invocations),
-    overall, per judge and per judge model (``by_model[backend:model][judge]``), and the prompt-prefix
+    """Add this invocation's LLM work (the `JudgeUsage` the console prints) to ``manifest.json`` under
+    ``judges`` (summed over invocations), overall, per judge and per judge model
+    (``by_model[backend:model][judge]``), failures by reason, and the prompt-prefix
     reuse of the judge's LLM `components` (``prefix_reuse[judge]``, recomputed from the summed characters)."""
     current = upgrade_legacy_usage(folder.read_manifest().get("judges", {}))  # older runs: `cached_calls`
     usage = summary.usage.model_dump()
@@ -226,6 +293,7 @@ def record_usage(
         "llm": add_summaries(current.get("llm"), llm_usage),
         "prefix_reuse": add_summaries(current.get("prefix_reuse"), {judge_name: prefix_chars(llm_usage, components)}),
         "statuses": add_summaries(current.get("statuses"), {judge_name: dict(summary.statuses)}),
+        "failures": add_summaries(current.get("failures"), {judge_name: dict(summary.failures)}),
         "skipped_invalid": dict(summary.skipped_invalid),
     }
     return folder.update_manifest({"judges": patch})

@@ -20,10 +20,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from usersimcrs.core.usage import Usage
 from usersimcrs.core.validation import validate
 from usersimcrs.errors import UserError
 from usersimcrs.judges.base import Judge, judges
+from usersimcrs.judges.estimate import PlannedModel
+from usersimcrs.judges.runner import JudgeUsage
 from usersimcrs.llm.config import LLMConfig
 
 
@@ -56,15 +57,29 @@ class JudgeRequest(BaseModel):
     shared_rubric: bool = Field(
         default=True, description="all guidelines in the shared, cacheable system text (off: only the rated one's)"
     )
+    price: tuple[float, float] | None = Field(
+        default=None, description="US dollars per million prompt and completion tokens, for a dry run's cost"
+    )
+    max_failed_share: float = Field(
+        default=0.2,
+        ge=0.0,
+        le=1.0,
+        description="`judge` exits 3 when a larger share of the judgments asked for has no value (parse, range or "
+        "LLM failures)",
+    )
 
 
 class DryRunEstimate(BaseModel):
-    """Calls and estimated tokens of a judging, computed without calling any model."""
+    """Calls, estimated tokens and cost of a judging, per model, computed without calling any model."""
 
     calls: int
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    models: dict[str, PlannedModel] = Field(default_factory=dict, description="backend:model -> its share of the plan")
+    cost_usd: float | None = Field(
+        default=None, description="sum over the models; None when a model's price is unknown"
+    )
     debate_one_round: dict[str, int] | None = Field(
         default=None, description="lower bound: every debate agrees in round 1"
     )
@@ -72,11 +87,18 @@ class DryRunEstimate(BaseModel):
 
 
 class ModelTotals(BaseModel):
-    """What one judge model wrote in this invocation."""
+    """What one judge model wrote and spent in this invocation."""
 
     judgments: int
     statuses: dict[str, int]
-    usage: Usage
+    usage: JudgeUsage
+
+
+class FailureCount(BaseModel):
+    """One failure reason of a judging and how many judgments it left without a value."""
+
+    reason: str
+    count: int
 
 
 class JudgeResult(BaseModel):
@@ -92,9 +114,24 @@ class JudgeResult(BaseModel):
     skipped_invalid: dict[str, int] = Field(default_factory=dict)
     judgments_written: int = 0
     statuses: dict[str, int] = Field(default_factory=dict)
-    usage: Usage = Field(default_factory=Usage)
+    failed: int = Field(0, description="judgments asked for that came back without a value")
+    asked: int = Field(0, description="judgments written for which a model was asked (missing inputs excluded)")
+    failures: list[FailureCount] = Field(default_factory=list, description="failure reasons, most frequent first")
+    max_failed_share: float = 0.2
+    usage: JudgeUsage = Field(default_factory=JudgeUsage)
     by_model: dict[str, ModelTotals] = Field(default_factory=dict)
     dry_run: DryRunEstimate | None = None
+
+    @property
+    def failed_share(self) -> float | None:
+        """failed / asked (None when nothing was asked)."""
+        return self.failed / self.asked if self.asked else None
+
+    @property
+    def exceeds_failed_share(self) -> bool:
+        """More of the judgments asked for failed than `max_failed_share` allows (a 100%-failing run always does)."""
+        share = self.failed_share
+        return share is not None and (share > self.max_failed_share or share == 1.0)
 
     def report(self) -> dict[str, Any]:
         """The figures the CLI prints (a dry run shows its estimate instead of what was written)."""
@@ -105,6 +142,7 @@ class JudgeResult(BaseModel):
                 "already_done": self.already_done,
                 "skipped_invalid": self.skipped_invalid,
                 **self.dry_run.model_dump(exclude_none=True),
+                "cost_usd": self.dry_run.cost_usd,  # None (unknown price) is shown, not left out
             }
         return {
             "judge": self.judge,
@@ -114,6 +152,7 @@ class JudgeResult(BaseModel):
             "skipped_invalid": self.skipped_invalid,
             "judgments_written": self.judgments_written,
             "statuses": self.statuses,
+            "failed": self.failed,
             "usage": self.usage.model_dump(),
             "by_model": {model: totals.model_dump() for model, totals in self.by_model.items()},
         }
@@ -178,14 +217,24 @@ def base_llm_config(request: JudgeRequest, manifest: dict[str, Any]) -> LLMConfi
     return validate(LLMConfig, data, source="judge", prefix="llm")
 
 
-def _dry_run(judge: Judge, todo: list, debate: bool) -> DryRunEstimate:
-    """Every call a first attempt would make, counted and estimated (debates as upper and lower bound)."""
-    from usersimcrs.judges.estimate import estimate
+def _dry_run(judge: Judge, todo: list, request: JudgeRequest, provider: Any, context: Any) -> DryRunEstimate:
+    """Every call a first attempt would make, counted, estimated and priced per model (debates as upper and
+    lower bound)."""
+    from usersimcrs.judges.estimate import estimate, model_namer, planned_models
     from usersimcrs.judges.runner import plan_run
 
-    plan = plan_run(judge, todo)
-    figures = DryRunEstimate.model_validate(estimate(plan))
-    if debate:
+    plan = plan_run(judge, todo, context)
+    model_of, config_of = model_namer(provider)
+    models = planned_models(plan, model_of, config_of, request.price)
+    costs = [m.cost_usd for m in models.values()]
+    figures = DryRunEstimate.model_validate(
+        {
+            **estimate(plan),
+            "models": models,
+            "cost_usd": round(sum(c for c in costs if c is not None), 6) if None not in costs else None,
+        }
+    )
+    if request.debate:
         figures.debate_one_round = estimate(c for c in plan if c.judge != "debate" or c.name.endswith(":round1"))
         figures.note = (
             "calls/tokens assume every debate runs to the round limit (upper bound); "
@@ -270,7 +319,7 @@ async def _judge_locked(
             skipped_invalid=dict(summary.skipped_invalid),
         )
         if request.dry_run:
-            result.dry_run = _dry_run(judge, todo, request.debate)
+            result.dry_run = _dry_run(judge, todo, request, provider, RunContext(llms=provider, run_dir=run_dir))
             return result
         await _judge_todo(judge, todo, RunContext(llms=provider, run_dir=run_dir), folder, summary, request, progress)
         folder.mark_judged()  # a finished judging leaves the file, even with no rows
@@ -282,6 +331,10 @@ async def _judge_locked(
             "judged": summary.judged,
             "judgments_written": summary.written,
             "statuses": totals["statuses"],
+            "failed": summary.failed,
+            "asked": summary.asked,
+            "failures": [FailureCount(reason=r, count=n) for r, n in summary.failures.most_common()],
+            "max_failed_share": request.max_failed_share,
             "usage": summary.usage,
             "by_model": {m: ModelTotals(**t) for m, t in totals["by_model"].items()},
         }

@@ -65,10 +65,17 @@ def plan_matrix(config: MatrixConfig, output_dir: str | Path, source: str | Path
 
 
 async def evaluate_cell(cell: CellPlan, config: MatrixConfig) -> list[str]:
-    """Judge (resumable) and score one finished cell; returns its validity-gate messages."""
+    """Judge (resumable) and score one finished cell; returns its gate messages (judgings with too many
+    failed judgments, then the metrics' validity gate)."""
+    messages = []
     for spec in config.judges:
-        await judge_async(cell.run_dir, spec)
-    return score(cell.run_dir, config.metrics).gate
+        judged = await judge_async(cell.run_dir, spec)
+        if judged.exceeds_failed_share:
+            messages.append(
+                f"judge {judged.judge}: {judged.failed} of {judged.asked} judgments failed, "
+                f"more than max_failed_share {judged.max_failed_share:g}"
+            )
+    return messages + score(cell.run_dir, config.metrics).gate
 
 
 async def run_matrix_async(
