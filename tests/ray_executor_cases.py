@@ -75,6 +75,8 @@ def test_ray_run_gives_the_same_conversations_as_the_local_run(tmp_path, local_r
         "completed": 9,
         "failed": 3,
         "ambiguous_items": 0,
+        "conversations_with_fallback": 0,
+        "user_turns": {"labelled": 0, "model": 0, "repaired": 0, "fallback": 0, "template": 0},
     }
     assert manifest["config_hash"] == RunFolder(tmp_path / "local").read_manifest()["config_hash"]
 

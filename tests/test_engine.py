@@ -68,7 +68,13 @@ def test_run_writes_every_conversation_once_with_stable_ids(tmp_path):
     # opening user turn + 2 more user turns, each answered by the CRS
     assert all(len(r["utterances"]) == 3 * 2 for r in records)
     manifest = RunFolder(tmp_path / "a").read_manifest()
-    assert manifest["dialogues"] == {"completed": 20, "failed": 0, "ambiguous_items": 0}
+    assert manifest["dialogues"] == {
+        "completed": 20,
+        "failed": 0,
+        "ambiguous_items": 0,
+        "conversations_with_fallback": 0,
+        "user_turns": {"labelled": 0, "model": 0, "repaired": 0, "fallback": 0, "template": 0},  # no LLM user
+    }
     assert manifest["status"] == "completed" and manifest["config_hash"]
 
 

@@ -61,7 +61,7 @@ def handle(args: argparse.Namespace) -> int:
         report=args.report,
     )
     print(summary_line(result))
-    for line in failure_lines(result):
+    for line in [*user_turn_lines(result), *failure_lines(result)]:
         print(line)
     if result.report_path is not None:
         print(f"written: {result.report_path}")
@@ -87,6 +87,19 @@ def summary_line(result: SimulationResult) -> str:
         + f" in {result.wall_s:.1f}s; LLM calls {llm.get('calls', 0)}, cache hits {llm.get('cache_hits', 0)}, "
         f"tokens {llm.get('prompt_tokens', 0) + llm.get('completion_tokens', 0)}"
     )
+
+
+def user_turn_lines(result: SimulationResult) -> list[str]:
+    """What the LLM user sent that its model did not write as asked (nothing for rule-based users)."""
+    turns = result.user_turns
+    if not turns.get("fallback") and not turns.get("repaired"):
+        return []
+    return [
+        f"LLM user turns not as the model wrote them: {turns.get('fallback', 0)} fallback (canned, not the model's "
+        f"words), {turns.get('repaired', 0)} repaired (prose for JSON, or a cut answer closed) of "
+        f"{turns.get('labelled', 0)}; the validity gate flags these conversations "
+        "(simulator.on_unusable: fail fails them instead)"
+    ]
 
 
 def failure_lines(result: SimulationResult, top: int = 5) -> list[str]:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.folder_lock import FolderLock
+from usersimcrs.core.generation import user_turn_kinds
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl, write_jsonl
 from usersimcrs.core.manifest import scrub_secrets
@@ -284,9 +285,12 @@ class RunFolder:
             if rec.get("status") != "ok" and "conversation_id" in rec
         }
 
-    def dialogue_counts(self) -> dict[str, int]:
-        """Completed and failed conversations (each ID once) and the recommended titles left ambiguous."""
-        counts = {"completed": 0, "failed": 0, "ambiguous_items": 0}
+    def dialogue_counts(self) -> dict[str, Any]:
+        """Completed and failed conversations (each ID once), the recommended titles left ambiguous, and
+        the user turns by where their words came from (`user_turns`: the model's, repaired, fallback,
+        template; usersimcrs.core.generation) with the conversations that hold a fallback turn."""
+        counts: dict[str, Any] = {"completed": 0, "failed": 0, "ambiguous_items": 0, "conversations_with_fallback": 0}
+        turns = dict.fromkeys(("labelled", "model", "repaired", "fallback", "template"), 0)
         seen: set[str] = set()
         for rec in self.dialogue_records():
             cid = str(rec.get("conversation_id"))
@@ -294,12 +298,16 @@ class RunFolder:
                 continue
             seen.add(cid)
             counts["completed" if rec.get("status") == "ok" else "failed"] += 1
+            kinds = user_turn_kinds(rec.get("utterances", []))
+            turns = {kind: turns[kind] + kinds[kind] for kind in turns}
+            counts["conversations_with_fallback"] += int(kinds["fallback"] > 0)
             counts["ambiguous_items"] += sum(
                 1
                 for utt in rec.get("utterances", [])
                 for item in utt.get("items", [])
                 if item.get("resolution") == "ambiguous"
             )
+        counts["user_turns"] = turns
         return counts
 
     def drop_failed(self) -> set[str]:

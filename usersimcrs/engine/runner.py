@@ -49,6 +49,7 @@ class RunSummary:
     skipped: int = 0  # conversations already on disk and kept (completed ones; failed ones with keep_failed)
     retried: int = 0  # failed conversations of an earlier session run again
     ambiguous_items: int = 0  # recommended titles that several items share, over the whole file
+    user_turns: dict[str, int] = field(default_factory=dict)  # user turns by the source of their words, whole file
     wall_s: float = 0.0
     llm: dict[str, Any] = field(default_factory=dict)
 
@@ -286,6 +287,7 @@ def _finish_manifest(
     summary.llm = add_summaries(previous.get("llm"), usage)  # ratios recomputed, not summed
     counts = folder.dialogue_counts()
     summary.ambiguous_items = counts["ambiguous_items"]
+    summary.user_turns = counts["user_turns"]
     complete = counts["completed"] + counts["failed"] >= config.conversations
     manifest = _manifest(config, previous, status="completed" if complete else "interrupted")
     manifest["dialogues"] = counts

@@ -24,6 +24,11 @@ Flags (`FLAG_CHECKS`, one entry each; a new flag is one more entry):
 - ``target_leakage``: a target title appears in a USER utterance of a simulator that must not say it;
 - ``judge_parse_failure``: a judgment of the conversation has no value (the judge's reply did not parse);
 - ``truncated_by_turn_limit``: the run stopped it at the turn limit (end reason "max_turns").
+- ``user_fallback``: an LLM user sent a canned utterance instead of its model's unusable answer
+  (a user turn labelled ``generation: fallback:*``); the words were not the model's;
+- ``user_repaired``: an LLM user's turn is the model's words repaired (prose where JSON was asked
+  for, or a cut-off answer closed; ``generation: repaired:*``).
+  Both are None (not checked) for simulators that label no user turn (rule-based users).
 
 A flag that could not be evaluated is None ("not checked"), never False. An unchecked flag never
 invalidates or excludes a conversation, and its rate is None over n = 0 checked conversations.
@@ -40,6 +45,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from usersimcrs.core.dialogue import FAILURE_SIDE, Dialogue
+from usersimcrs.core.generation import user_turn_kinds
 from usersimcrs.core.items import normalize_title
 from usersimcrs.metrics.targets import targets_of
 
@@ -171,6 +177,14 @@ def leakage_flag(dialogue: Dialogue, simulator: str | None, options: ValidityOpt
     return bool(leaks), leaks
 
 
+def user_turn_flags(dialogue: Dialogue) -> dict[str, bool | None]:
+    """`user_fallback` and `user_repaired` of one conversation; None when no user turn carries a label."""
+    kinds = user_turn_kinds(dialogue.utterances)
+    if not kinds["labelled"]:
+        return {"user_fallback": None, "user_repaired": None}
+    return {"user_fallback": kinds["fallback"] > 0, "user_repaired": kinds["repaired"] > 0}
+
+
 def _too_short(d: Dialogue, ctx: FlagContext) -> bool:
     return len(d.utterances) < ctx.options.min_utterances or len(d.agent_turns) < ctx.options.min_system_turns
 
@@ -240,6 +254,25 @@ FLAG_CHECKS: tuple[FlagCheck, ...] = (
     FlagCheck(
         FlagSpec(name="truncated_by_turn_limit", side="design", meaning="the run stopped it at the turn limit"),
         lambda d, ctx: (d.end_reason == ctx.max_turns_reason) if d.end_reason is not None else None,
+    ),
+    FlagCheck(
+        # the CRS answered words the LLM user's model did not write: a sensitivity question, not the
+        # CRS's fault; a config may exclude it (`excluding: [..., user_fallback]`)
+        FlagSpec(
+            name="user_fallback",
+            side="simulator",
+            meaning="an LLM user sent a canned utterance instead of its model's unusable answer",
+            invalidating=True,
+        ),
+        lambda d, ctx: user_turn_flags(d)["user_fallback"],
+    ),
+    FlagCheck(
+        FlagSpec(
+            name="user_repaired",
+            side="simulator",
+            meaning="an LLM user's turn is its model's words repaired (prose for JSON, a cut answer closed)",
+        ),
+        lambda d, ctx: user_turn_flags(d)["user_repaired"],
     ),
 )
 FLAG_SPECS: dict[str, FlagSpec] = {c.spec.name: c.spec for c in FLAG_CHECKS}

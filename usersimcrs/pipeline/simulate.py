@@ -31,6 +31,11 @@ class SimulationResult(BaseModel):
     skipped: int = Field(0, description="conversations already done and kept")
     retried: int = Field(0, description="failed conversations of an earlier session run again")
     ambiguous_items: int = Field(0, description="recommended titles left ambiguous, over the whole folder")
+    user_turns: dict[str, int] = Field(
+        default_factory=dict,
+        description="user turns of the whole folder by the source of their words: labelled (by an LLM user), "
+        "model, repaired, fallback (canned, not the model's), template",
+    )
     wall_s: float = 0.0
     llm: dict[str, Any] = Field(default_factory=dict)
     failures: FailureSummary = Field(default_factory=FailureSummary)
@@ -85,6 +90,7 @@ async def simulate_async(
         skipped=summary.skipped,
         retried=summary.retried,
         ambiguous_items=summary.ambiguous_items,
+        user_turns=summary.user_turns,
         wall_s=summary.wall_s,
         llm=summary.llm,
         failures=failures,

@@ -9,6 +9,7 @@ import pandas as pd
 
 from usersimcrs.analysis.run_metrics import evaluate, read_metrics, write_metrics
 from usersimcrs.analysis.summary import item_coverage
+from usersimcrs.core.generation import user_turn_kinds
 from usersimcrs.core.run_folder import Run, load_run
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.metrics.item_resolution import is_item_metric
@@ -61,6 +62,15 @@ def overview_table(data: Run, conversations: pd.DataFrame) -> pd.DataFrame:
         ("wall time (s)", manifest.timings.wall_s if manifest.timings.sessions else "–"),
         ("config hash", manifest.config_hash or "–"),
     ]
+    turns = user_turn_kinds(u for d in data.dialogues for u in d.utterances)
+    if turns["labelled"]:  # an LLM user: say how many of its turns were not the model's words as written
+        rows.insert(
+            6,
+            (
+                "LLM user turns: fallback / repaired / all",
+                f"{turns['fallback']} / {turns['repaired']} / {turns['labelled']}",
+            ),
+        )
     return pd.DataFrame(rows, columns=["field", "value"]).astype({"value": str})
 
 

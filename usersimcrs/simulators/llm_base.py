@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from usersimcrs.core.dialogue import USER, Utterance
+from usersimcrs.core.generation import REPAIRED_CLOSED, REPAIRED_PROSE, STRUCTURED, TEXT, fallback_label
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.llm.base import LLMResult, Message
 from usersimcrs.prompts import load_prompt, load_prompt_file
@@ -41,6 +42,16 @@ class LLMSimulatorConfig(SimulatorConfig):
     )
     max_history_utterances: int | None = Field(None, ge=2, description="keep only the last N utterances (None: all)")
     max_utterance_chars: int = Field(500, ge=20)
+    on_unusable: Literal["fallback", "fail"] = Field(
+        "fallback",
+        description="when the model's answer cannot be sent (empty, a placeholder, an echo): send a canned "
+        "utterance labelled generation: fallback:<problem> and counted per run, or fail the conversation",
+    )
+
+
+class UnusableAnswer(RuntimeError):
+    """The model's answer could not be sent as the user's turn and the simulator is set to fail
+    (`on_unusable: fail`) rather than send a canned utterance; the conversation is recorded as failed."""
 
 
 @dataclass
@@ -49,7 +60,9 @@ class Generated:
 
     text: str
     end: bool
-    source: str  # "structured", "text", "template" or "fallback:<problem>"
+    source: (
+        str  # a generation label of usersimcrs.core.generation: structured, text, repaired:*, fallback:*, template:*
+    )
     raw: str = ""
     problem: str | None = None  # why the model's own text was unusable, if it was
 
@@ -122,9 +135,10 @@ class LLMUserSimulator(UserSimulator):
         if parsed is None and self.config.structured:
             parsed = parse_json_object(result.text or "")
         if parsed is not None and isinstance(parsed.get("utterance"), str):
-            raw, end, source = parsed["utterance"], parsed.get("end") is True, "structured"
-        else:
-            raw, end, source = result.text or "", False, "text"
+            raw, end = parsed["utterance"], parsed.get("end") is True
+            source = REPAIRED_CLOSED if result.truncated else STRUCTURED
+        else:  # plain text as asked, or prose where JSON was asked for (a repair the run counts)
+            raw, end, source = result.text or "", False, REPAIRED_PROSE if self.config.structured else TEXT
         text, saw_stop = clean_utterance(
             raw,
             own_labels=[self.labels[USER], "USER", "User", "You"],
@@ -141,8 +155,25 @@ class LLMUserSimulator(UserSimulator):
         if problem is not None:
             if end:  # the wish to stop stands; only a usable closing line is kept
                 return Generated(text if problem == "repeated" else "", True, source, raw, problem)
-            return Generated(self.fallback(turn), False, f"fallback:{problem}", raw, problem)
+            return self.substitute(turn, problem, raw)
         return Generated(text, end, source, raw)
+
+    def usable(self, generated: Generated, turn: int) -> Generated:
+        """`generated` when it holds words of the model that can be sent (or is already a fallback),
+        else `substitute`."""
+        if generated.source.startswith("fallback") or (generated.text and not generated.problem):
+            return generated
+        return self.substitute(turn, generated.problem or "empty", generated.raw)
+
+    def substitute(self, turn: int, problem: str, raw: str = "") -> Generated:
+        """The canned utterance sent instead of an unusable answer, labelled ``fallback:<problem>`` so the
+        run counts it; with `on_unusable: fail`, an `UnusableAnswer` that fails the conversation instead."""
+        if self.config.on_unusable == "fail":
+            shown = " ".join(raw.split())[:80]
+            raise UnusableAnswer(
+                f"the LLM user's answer at turn {turn} is unusable ({problem}): {shown!r}; on_unusable is fail"
+            )
+        return Generated(self.fallback(turn), False, fallback_label(problem), raw, problem)
 
     def compose(self, system: str, history: list[Utterance], variables: dict[str, Any]) -> list[Message]:
         """Messages for one generation, the history rendered once, in the configured mode.

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from usersimcrs.core.dialogue import Dialogue, Utterance
+from usersimcrs.core.generation import TEMPLATE
 from usersimcrs.llm.base import LLMResult, Message
 from usersimcrs.simulators.base import Stop
 from usersimcrs.simulators.llm_single import SinglePromptConfig, SinglePromptSimulator
@@ -24,6 +25,8 @@ STOP_SCHEMA: dict[str, Any] = {
     "required": ["end"],
     "additionalProperties": False,
 }
+STOP_TEMPLATE = f"{TEMPLATE}:stop_utterance"
+"""The closing line the configuration writes once the model decided to stop (not a replacement)."""
 _YES = re.compile(r"\b(yes|true|end|stop)\b", re.I)
 _NO = re.compile(r"\b(no|false|continue|carry on)\b", re.I)
 
@@ -74,10 +77,11 @@ class DualPromptSimulator(SinglePromptSimulator):
             decision = {"end": end, "read": how}
             if end:
                 text = cfg.stop_utterance or self.prompt.get("stop_utterance", "Thanks, bye!")
-                return Stop(reason="user_stop", utterance=self.user_utterance(text, stop_decision=decision))
+                closing = self.user_utterance(text, generation=STOP_TEMPLATE, stop_decision=decision)
+                return Stop(reason="user_stop", utterance=closing)
         generated = await self.generate(self.messages(dialogue.utterances), turn=turn, history=dialogue.utterances)
-        text = generated.text or self.fallback(turn)
-        return self.user_utterance(text, generation=generated.source, stop_decision=decision)
+        sent = self.usable(generated, turn)
+        return self.user_utterance(sent.text, generation=sent.source, stop_decision=decision)
 
     def stop_messages(self, history: list[Utterance]) -> list[Message]:
         """The stopping prompt: task as a yes/no decision, persona, need and the whole history."""

@@ -49,10 +49,8 @@ class SinglePromptSimulator(LLMUserSimulator):
 
     async def start(self) -> Utterance | None:
         """The opening message (a stop request is ignored here)."""
-        generated = await self.generate(self.messages([], opening=True), turn=0)
-        if generated.text and not generated.problem:
-            return self.user_utterance(generated.text, generation=generated.source)
-        return self.user_utterance(self.fallback(0), generation=f"fallback:{generated.problem or 'empty'}")
+        generated = self.usable(await self.generate(self.messages([], opening=True), turn=0), 0)
+        return self.user_utterance(generated.text, generation=generated.source)
 
     async def respond(self, dialogue: Dialogue) -> Utterance | Stop:
         turn = user_turn_count(dialogue)
@@ -64,8 +62,8 @@ class SinglePromptSimulator(LLMUserSimulator):
         if generated.end and turn >= self.config.min_turns:
             closing = self.user_utterance(generated.text, generation=generated.source) if generated.text else None
             return Stop(reason="user_stop", utterance=closing)
-        text = self.fallback(turn) if generated.problem or not generated.text else generated.text
-        return self.user_utterance(text, generation=generated.source, end_ignored=True if generated.end else None)
+        sent = self.usable(generated, turn)
+        return self.user_utterance(sent.text, generation=sent.source, end_ignored=True if generated.end else None)
 
     # -- prompt -------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
+from usersimcrs.core.generation import TEMPLATE
 from usersimcrs.core.items import Item, display_title, normalize_title, split_year
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.llm.base import Message
@@ -179,8 +180,9 @@ class TargetBiasedSimulator(LLMUserSimulator):
             generated = await self.generate(
                 self.messages(dialogue.utterances, "introduce", rank=rank), turn=turn, history=dialogue.utterances
             )
-            if not generated.text or generated.source.startswith("fallback"):
-                generated = Generated(fill(self.prompt["introduce_fallback"], {"rank": rank}), False, "template")
+            generated = self.usable(generated, turn)
+            if generated.source.startswith("fallback"):  # the canned line of this step, still labelled a fallback
+                generated = Generated(fill(self.prompt["introduce_fallback"], {"rank": rank}), False, generated.source)
             return self.say(generated, turn, ask_introduce=True, hit_rank=rank, **info)
         if rounds >= self.cfg.max_rounds:
             return await self.stop("max_rounds_no_hit", dialogue, turn, info)
@@ -196,18 +198,18 @@ class TargetBiasedSimulator(LLMUserSimulator):
         if self.cfg.persuasiveness:
             self.rating = await self.rate_persuasiveness(dialogue, turn)
         closing = self.prompt.get("closing", {}).get(closing or reason, "Thanks, bye.")
-        return Stop(reason=reason, utterance=self.say(Generated(closing, True, "template"), turn, **info))
+        return Stop(reason=reason, utterance=self.say(Generated(closing, True, f"{TEMPLATE}:closing"), turn, **info))
 
     def say(self, generated: Generated, turn: int, **metadata: Any) -> Utterance:
         """A user utterance with every target title masked out."""
-        text, count = mask_titles(
-            generated.text or self.fallback(turn), self._patterns, self.prompt.get("mask", "that film")
-        )
+        generated = self.usable(generated, turn)
+        text, count = mask_titles(generated.text, self._patterns, self.prompt.get("mask", "that film"))
         if count:
             self.masked += count
             metadata["titles_masked"] = count
         if not re.search(r"\w", text.replace(self.prompt.get("mask", "that film"), "")):
-            text = self.fallback(turn)
+            generated = self.substitute(turn, "only_target_titles", generated.raw)  # nothing left once masked
+            text = generated.text
         return self.user_utterance(text, generation=generated.source, **metadata)
 
     def finish(self, dialogue: Dialogue) -> None:

@@ -133,9 +133,9 @@ class TargetFreeSimulator(LLMUserSimulator):
 
     async def start(self) -> Utterance | None:
         await self.ensure_narrative()
-        generated = await self.generate(self.response_messages([], []), turn=0)
+        generated = self.usable(await self.generate(self.response_messages([], []), turn=0), 0)
         return self.user_utterance(
-            generated.text if generated.text and not generated.problem else self.fallback(0),
+            generated.text,
             generation=generated.source,
             reflected_preferences=[],
             narrative=self.narrative,
@@ -199,8 +199,8 @@ class TargetFreeSimulator(LLMUserSimulator):
         if generated.end and turn >= self.cfg.min_turns:
             closing = self.user_utterance(generated.text, **metadata) if generated.text else None
             return Stop(reason="user_stop", utterance=closing)
-        text = self.fallback(turn) if generated.problem or not generated.text else generated.text
-        return self.user_utterance(text, **metadata)
+        sent = self.usable(generated, turn)
+        return self.user_utterance(sent.text, **{**metadata, "generation": sent.source})
 
     # -- reflected preferences ----------------------------------------------------------------
 
