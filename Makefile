@@ -10,7 +10,8 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev,ray,studio]"
+	@echo "installing .[local,dev,ray,studio] into $(VENV): the first time, pip compiles llama.cpp for the embedded model (about 5 min on 2 idle cores)"
+	$(BIN)/python -m pip install -q -e ".[local,dev,ray,studio]"
 	touch $@
 
 install: $(BIN)/.installed

@@ -1,7 +1,9 @@
 """One conversation between a simulator and a CRS: the turn loop and its stop rules.
 
 A failure inside a conversation (CRS error, LLM error, timeout, bug in a plug-in) marks that
-conversation failed with its reason and keeps the turns so far; it never stops the run.
+conversation failed with its reason and keeps the turns so far; it never stops the run. A
+`UserError` (the embedded model without its extra, a missing API key, a bad plug-in option) would
+fail every conversation the same way: it stops the run with its one line instead.
 
 Every utterance is repaired on its way into the dialogue (`core/text_repair.py`): a lone surrogate
 in a CRS's or a simulator's text becomes U+FFFD, a NaN score becomes null, a raw payload nested
@@ -27,6 +29,7 @@ from usersimcrs.core.profile import UserProfile
 from usersimcrs.core.text_repair import MAX_DEPTH, merge_counts, repair_text, repair_value
 from usersimcrs.engine.ids import conversation_id, conversation_seed
 from usersimcrs.engine.plugins import RunPlugins, plugins_from_config
+from usersimcrs.errors import UserError
 from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.base import Stop, UserSimulator
 
@@ -107,7 +110,7 @@ class ConversationRunner:
             simulator.finish(dialogue)
         except TimeoutError:
             _fail(dialogue, f"timeout: conversation exceeded {self.config.conversation_timeout_s:g}s", phase.side)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, UserError):  # a user-fixable error (a missing extra or key) stops the run
             raise
         except Exception as exc:  # noqa: BLE001 - recorded on the conversation, the run goes on
             _fail(dialogue, self.context.secrets.scrub(f"{type(exc).__name__}: {exc}"), phase.side)

