@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 import sys
+from typing import NoReturn
 
 from usersimcrs.errors import UserError
 from usersimcrs.version import __version__
@@ -36,8 +37,17 @@ COMMAND_MODULES = [
 ]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with the toolkit's one error prefix: a usage mistake ends in `error: ...` (exit 2),
+    the same prefix as every other error the commands print."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"error: {self.prog}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="usersimcrs",
         description="Evaluate conversational recommender systems with simulated users.",
     )
@@ -74,9 +84,19 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return int(getattr(exc, "exit_code", 2))  # e.g. 74 for a full disk, 75 for a folder another process writes
+    except OSError as exc:  # a folder that cannot be made, a file that cannot be written: one line, no traceback
+        print(f"error: {describe_os_error(exc)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def describe_os_error(exc: OSError) -> str:
+    """`path: reason` of an operating-system error (both paths of a failed rename)."""
+    reason = exc.strerror or str(exc)
+    paths = [str(p) for p in (exc.filename, exc.filename2) if p is not None]
+    return f"{' -> '.join(paths)}: {reason}" if paths else reason
 
 
 def _stdout_gone() -> int:
