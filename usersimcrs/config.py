@@ -86,13 +86,42 @@ class RunConfig(_Section):
         0.2, ge=0.0, le=1.0, description="`run` exits 3 when a larger share of the conversations failed"
     )
 
+    def decisive(self) -> dict[str, Any]:
+        """The settings that decide the conversations (output folder, display and scheduling left out)."""
+        return self.model_dump(mode="json", exclude=set(NOT_HASHED))
+
     def config_hash(self) -> str:
         """A hash of what decides the conversations (output folder and progress display excluded)."""
-        data = self.model_dump(
-            mode="json",
-            exclude={"output", "progress", "concurrency", "executor", "ray_address", "event_loop", "max_failed_share"},
-        )
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(self.decisive(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def changes_from(self, previous: dict[str, Any]) -> list[str]:
+        """`key: old -> new` for every decisive setting that differs from `previous` (a config as the
+        manifest stores it), in dotted keys; what a refused `--resume` names."""
+        before = {key: value for key, value in previous.items() if key not in NOT_HASHED}
+        return describe_changes(before, self.decisive())
+
+
+NOT_HASHED = ("output", "progress", "concurrency", "executor", "ray_address", "event_loop", "max_failed_share")
+"""Run settings that do not change any conversation: left out of the config hash."""
+_ABSENT = object()
+
+
+def describe_changes(before: Any, after: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two JSON-like values, each as `key: old -> new`."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out = []
+        for key in sorted({*before, *after}, key=str):
+            name = f"{prefix}.{key}" if prefix else str(key)
+            out += describe_changes(before.get(key, _ABSENT), after.get(key, _ABSENT), name)
+        return out
+    if before == after:
+        return []
+    return [f"{prefix}: {_shown(before)} -> {_shown(after)}"]
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    text = "(absent)" if value is _ABSENT else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def set_dotted(data: dict[str, Any], assignment: str) -> None:

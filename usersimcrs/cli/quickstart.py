@@ -19,8 +19,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.quickstart import quickstart
+    from usersimcrs.pipeline.quickstart import demo_data_files, quickstart
 
+    for line in data_lines(demo_data_files(args.output)):
+        print(line)
     summary = quickstart(args.output, progress=not args.no_progress)
     for name, status in summary.cells.items():
         print(f"  {name}: {status}")
@@ -31,3 +33,17 @@ def handle(args: argparse.Namespace) -> int:
             print(f"error: {name}: {message}", file=sys.stderr)
     failed = any(status.startswith("failed") for status in summary.cells.values())
     return 1 if failed or summary.gate else 0
+
+
+def data_lines(files: dict[str, dict[str, str]]) -> list[str]:
+    """One line per data file the demo uses, saying whether it is the primary file or the fallback."""
+    lines = []
+    for key, found in files.items():
+        if found["used"] == "path":
+            lines.append(f"data: {key} {found['path']} (the MovieLens-25m sample)")
+        else:
+            lines.append(
+                f"data: {key} {found['path']} (fallback: the bundled 40-movie sample, as {found.get('missing')} "
+                "does not exist; rankings on it differ from the MovieLens-25m sample's)"
+            )
+    return lines

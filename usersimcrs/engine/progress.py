@@ -1,32 +1,58 @@
-"""A progress bar for long runs and judge runs: done, failed, LLM tokens and retries, ETA (quiet when
-not a terminal)."""
+"""Progress of long runs and judge runs: done, failed, LLM calls, tokens and retries, time left.
+
+On a terminal, a rich progress bar; otherwise (a log file, CI, a notebook's captured stderr) a plain
+line on stderr every `interval_s` seconds while work goes on, so a long run never looks hung.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any
+import time
+from typing import Any, TextIO
+
+PLAIN_INTERVAL_S = 15.0
+"""Seconds between two plain progress lines when stderr is not a terminal (environment variable
+USERSIMCRS_PROGRESS_INTERVAL_S overrides it)."""
+INTERVAL_ENV = "USERSIMCRS_PROGRESS_INTERVAL_S"
 
 
 class RunProgress:
-    """Wraps rich's progress bar; a no-op when disabled or stderr is not a terminal.
-
-    `label` names what is counted (simulated conversations by default; e.g. "judge quality").
-    """
+    """A progress display for `total` units (`label`: simulated conversations by default, e.g. "judge
+    quality"); nothing when disabled. `stream` (default stderr) decides bar or plain lines."""
 
     def __init__(
-        self, total: int, done: int = 0, *, enabled: bool = True, llms: Any = None, label: str = "conversations"
+        self,
+        total: int,
+        done: int = 0,
+        *,
+        enabled: bool = True,
+        llms: Any = None,
+        label: str = "conversations",
+        stream: TextIO | None = None,
+        interval_s: float | None = None,
     ) -> None:
         self.total = total
         self.label = label
         self.done = done
         self.failed = 0
         self.llms = llms
-        self.enabled = enabled and sys.stderr.isatty()
+        self.enabled = enabled
+        self.stream = stream
+        self.interval_s = interval_s if interval_s is not None else plain_interval_s()
         self._progress: Any = None
         self._task: Any = None
+        self._started = 0.0
+        self._first = done
+        self._last_line = 0.0
+
+    def _out(self) -> TextIO:
+        return self.stream if self.stream is not None else sys.stderr
 
     def __enter__(self) -> RunProgress:
-        if self.enabled:
+        self._started = self._last_line = time.monotonic()
+        if self.enabled and self._out().isatty():
+            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             self._progress = Progress(
@@ -36,6 +62,7 @@ class RunProgress:
                 TextColumn("{task.fields[stats]}"),
                 TimeRemainingColumn(),
                 transient=False,
+                console=Console(file=self._out()),
             )
             self._progress.__enter__()
             self._task = self._progress.add_task("run", total=self.total, completed=self.done, stats="")
@@ -46,6 +73,17 @@ class RunProgress:
         self.failed += int(failed)
         if self._progress is not None:
             self._progress.update(self._task, completed=self.done, stats=self._stats())
+        elif self.enabled and time.monotonic() - self._last_line >= self.interval_s:
+            self._last_line = time.monotonic()
+            print(self.line(), file=self._out(), flush=True)
+
+    def line(self) -> str:
+        """The plain progress line: `label: done/total, stats, elapsed, estimated time left`."""
+        elapsed = time.monotonic() - self._started
+        ran = self.done - self._first
+        left = (self.total - self.done) * elapsed / ran if ran else None
+        eta = f", ~{_duration(left)} left" if left is not None and self.done < self.total else ""
+        return f"{self.label}: {self.done}/{self.total} | {self._stats()} | {_duration(elapsed)} elapsed{eta}"
 
     def _stats(self) -> str:
         text = f"failed {self.failed}"
@@ -58,3 +96,21 @@ class RunProgress:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.__exit__(*exc)
+
+
+def plain_interval_s() -> float:
+    """The plain-line interval: USERSIMCRS_PROGRESS_INTERVAL_S when set to a number, else PLAIN_INTERVAL_S."""
+    try:
+        return max(0.0, float(os.environ[INTERVAL_ENV]))
+    except (KeyError, ValueError):
+        return PLAIN_INTERVAL_S
+
+
+def _duration(seconds: float) -> str:
+    """`42s`, `3m05s` or `1h02m`."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

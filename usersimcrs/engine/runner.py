@@ -87,11 +87,32 @@ def load_ratings(config: RunConfig) -> Ratings | None:
 
 
 def _existing(path: str, fallback: str | None, key: str) -> str:
+    return data_file(path, fallback, key)["path"]
+
+
+def data_file(path: str, fallback: str | None, key: str) -> dict[str, str]:
+    """The file a data section uses: `{path, used: "path" | "fallback_path"}` (`path` when it exists,
+    else `fallback_path`, with the `missing` primary named); a `ConfigError` naming both when neither exists."""
     if Path(path).exists():
-        return path
+        return {"path": path, "used": "path"}
     if fallback and Path(fallback).exists():
-        return fallback
+        return {"path": fallback, "used": "fallback_path", "missing": path}
     raise ConfigError(f"{key}.path: file not found: {path}" + (f" (nor fallback {fallback})" if fallback else ""))
+
+
+def data_files(config: RunConfig) -> dict[str, dict[str, str]]:
+    """Which file each data section of `config` uses (items, ratings), for the manifest and the console;
+    `used: "none"` when neither exists (the run was given its data as Python objects)."""
+    sections = {"items": config.items, "ratings": config.ratings}
+    out = {}
+    for key, section in sections.items():
+        if section is None:
+            continue
+        try:
+            out[key] = data_file(section.path, section.fallback_path, key)
+        except ConfigError:
+            out[key] = {"path": section.path, "used": "none"}
+    return out
 
 
 def build_context(config: RunConfig, run_dir: Path | None = None) -> RunContext:
@@ -213,7 +234,12 @@ async def _run_locked(
     output_dir = folder.path
     previous = folder.read_manifest() if resume and not overwrite else {}
     if previous and previous.get("config_hash") not in (None, config.config_hash()):
-        raise UserError(f"{output_dir}: the config changed since this run started; resume needs the same config")
+        changes = config.changes_from(previous.get("config") or {})
+        shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more" if len(changes) > 5 else "")
+        raise UserError(
+            f"{output_dir}: the config changed since this run started ({shown or 'settings differ'}); "
+            "resume needs the same config (repeat the same --set options, or run into a new folder)"
+        )
     done, retried = _prepare_output(folder, resume, overwrite, keep_failed)
     wanted = {plan(config, i).conversation_id for i in range(config.conversations)}
     summary = RunSummary(output_dir=output_dir, skipped=len(done & wanted), retried=len(retried & wanted))
@@ -348,6 +374,7 @@ def _manifest(config: RunConfig, previous: dict[str, Any], *, status: str) -> di
         "models": {"default": {"backend": llm.get("backend"), "model": llm.get("model")}, **config.llm_components},
         "environment": {**environment(), "event_loop": _loop_kind()},
         "created": previous.get("created") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "data_files": data_files(config),  # which of path / fallback_path each data section used
         "dialogues": previous.get("dialogues", {"completed": 0, "failed": 0, "ambiguous_items": 0}),
         "llm": previous.get("llm", {}),
     }

@@ -22,6 +22,17 @@ def demo_config() -> Path:
     return bundled_dir("configs") / DEMO_CONFIG
 
 
+def demo_data_files(output: str | Path = "runs/demo") -> dict[str, dict[str, str]]:
+    """Which item and ratings files the demo uses: `{items: {path, used}, ratings: ...}`, `used` being
+    `path` (the MovieLens-25m sample in ../shared/data) or `fallback_path` (the bundled 40-movie sample)."""
+    from usersimcrs.engine.matrix import plan_cells
+    from usersimcrs.engine.runner import data_files
+    from usersimcrs.pipeline.matrix import load_matrix_config
+
+    config = load_matrix_config(demo_config())
+    return data_files(plan_cells(config, output, demo_config())[0].config)
+
+
 def quickstart(output: str | Path = "runs/demo", *, progress: bool = True) -> MatrixSummary:
     """Run (or resume) the demo matrix into `output` and write its report.html; see configs/demo.yaml.
 

@@ -1,0 +1,79 @@
+"""A refused `--resume` names the settings that differ; the manifest records which data file a run
+used (the primary or the fallback), and the quickstart says it before it starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from usersimcrs.cli import main
+from usersimcrs.cli.quickstart import data_lines
+from usersimcrs.pipeline.quickstart import demo_data_files
+
+DATA = Path(__file__).resolve().parents[1] / "configs" / "data"
+
+
+def write_config(folder: Path, **items: object) -> Path:
+    config = {
+        "name": "resume",
+        "conversations": 3,
+        "max_turns": 4,
+        "progress": False,
+        "items": {"path": str(DATA / "tiny_movies.csv"), "delimiters": {"genres": "|"}, **items},
+        "ratings": {"path": str(DATA / "tiny_ratings.csv")},
+        "simulator": {"type": "agenda"},
+        "crs": {"type": "retrieval"},
+    }
+    path = folder / "run.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def test_a_refused_resume_names_each_setting_that_differs(tmp_path, capsys):
+    config, out = write_config(tmp_path), str(tmp_path / "run")
+    assert main(["run", str(config), "-o", out, "--set", "conversations=5", "--set", "max_turns=6"]) == 0
+    before = (tmp_path / "run" / "dialogues.jsonl").read_bytes()
+    capsys.readouterr()
+    assert main(["run", str(config), "-o", out, "--resume"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: {out}: the config changed since this run started (conversations: 5 -> 3; max_turns: 6 -> 4); "
+        "resume needs the same config (repeat the same --set options, or run into a new folder)"
+    )
+    assert (tmp_path / "run" / "dialogues.jsonl").read_bytes() == before
+    # settings that decide no conversation may change; the same --set options resume
+    args = ["run", str(config), "-o", out, "--resume", "--set", "conversations=5", "--set", "max_turns=6"]
+    assert main([*args, "--set", "concurrency=1"]) == 0
+
+
+def test_a_nested_change_is_named_by_its_dotted_key(tmp_path, capsys):
+    config, out = write_config(tmp_path), str(tmp_path / "run")
+    assert main(["run", str(config), "-o", out]) == 0
+    capsys.readouterr()
+    assert main(["run", str(config), "-o", out, "--resume", "--set", "simulator.nlu=rules"]) == 2
+    assert '(simulator.nlu: (absent) -> "rules")' in capsys.readouterr().err
+
+
+def test_the_manifest_records_whether_the_primary_file_or_its_fallback_was_used(tmp_path):
+    primary = tmp_path / "primary"
+    primary.mkdir()
+    missing = tmp_path / "missing.csv"
+    fallback = write_config(primary, path=str(missing), fallback_path=str(DATA / "tiny_movies.csv"))
+    assert main(["run", str(fallback), "-o", str(tmp_path / "fallback")]) == 0
+    files = json.loads((tmp_path / "fallback" / "manifest.json").read_text())["data_files"]
+    assert files["items"] == {"path": str(DATA / "tiny_movies.csv"), "used": "fallback_path", "missing": str(missing)}
+    assert files["ratings"] == {"path": str(DATA / "tiny_ratings.csv"), "used": "path"}
+
+
+def test_the_quickstart_says_which_data_it_uses(tmp_path):
+    files = demo_data_files(tmp_path / "demo")
+    assert set(files) == {"items", "ratings"} and all(Path(f["path"]).is_file() for f in files.values())
+    lines = data_lines(files)
+    assert len(lines) == 2 and lines[0].startswith(f"data: items {files['items']['path']} (")
+    fallback = {"path": "x/tiny_movies.csv", "used": "fallback_path", "missing": "y/movies_w_keywords.csv"}
+    assert data_lines({"items": fallback}) == [
+        "data: items x/tiny_movies.csv (fallback: the bundled 40-movie sample, as y/movies_w_keywords.csv does not "
+        "exist; rankings on it differ from the MovieLens-25m sample's)"
+    ]
