@@ -113,7 +113,9 @@ def test_every_documented_default_is_the_code_default(heading):
         if default is PydanticUndefined:
             assert text.startswith("required"), f"{heading}: {key} is required in the code, documented {text!r}"
             continue
-        if isinstance(default, BaseModel) or (isinstance(default, list) and default and isinstance(default[0], BaseModel)):
+        if isinstance(default, BaseModel) or (
+            isinstance(default, list) and default and isinstance(default[0], BaseModel)
+        ):
             continue  # a nested section: its own table documents it
         is_literal, value = literal(text)
         if default is None:
@@ -129,9 +131,7 @@ def test_every_field_is_documented(heading):
     model = SECTIONS[heading]
     text = section_text(heading)
     missing = [
-        key
-        for key in model.model_fields
-        if f"`{key}`" not in text and (model.__name__, key) not in MENTIONED_IN_ROW
+        key for key in model.model_fields if f"`{key}`" not in text and (model.__name__, key) not in MENTIONED_IN_ROW
     ]
     assert not missing, f"{heading}: fields without documentation: {missing}"
 

@@ -146,7 +146,10 @@ def run_blocking(coro: Coroutine[Any, Any, T], kind: str = "auto") -> T:
     """
     try:
         asyncio.get_running_loop()
+        in_loop = True
     except RuntimeError:
+        in_loop = False
+    if not in_loop:  # run outside the except block: an error of `coro` is not chained to "no running event loop"
         return run_coroutine(coro, kind)
     from concurrent.futures import ThreadPoolExecutor
 
