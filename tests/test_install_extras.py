@@ -80,6 +80,8 @@ def test_without_the_extra_an_agenda_only_run_works(tmp_path):
 
 @pytest.mark.embedded
 def test_llama_cpp_log_lines_stay_out_of_stderr(embedded_model_path, tmp_path):
+    """Also: the log callback is installed once even when two threads load a model at the same time (a
+    callback installed twice and then freed crashed the demo's parallel cells)."""
     code = f"""
 import asyncio
 from usersimcrs.llm.backends.llamacpp_embedded import LlamaCppEmbedded
@@ -87,10 +89,14 @@ from usersimcrs.llm.base import Message
 from usersimcrs.llm.config import LLMConfig
 
 async def main():
-    for _ in range(2):  # a second load too (matrix cells load the model per backend)
-        llm = LlamaCppEmbedded(LLMConfig(backend="llamacpp", model_path={embedded_model_path!r}, n_ctx=512))
-        await llm.complete([Message(role="user", content="Hi")], max_tokens=2)
+    # two models loading at once in two threads (matrix cells in parallel), then a third load
+    llms = [LlamaCppEmbedded(LLMConfig(backend="llamacpp", model_path={embedded_model_path!r}, n_ctx=n)) for n in (512, 640)]
+    await asyncio.gather(*(llm.complete([Message(role="user", content="Hi")], max_tokens=2) for llm in llms))
+    for llm in llms:
         await llm.aclose()
+    again = LlamaCppEmbedded(LLMConfig(backend="llamacpp", model_path={embedded_model_path!r}, n_ctx=512))
+    await again.complete([Message(role="user", content="Hello")], max_tokens=2)
+    await again.aclose()
     print("done")
 
 asyncio.run(main())
@@ -109,3 +115,37 @@ def test_without_the_extra_the_quickstart_stops_before_any_cell(tmp_path):
         "pip install 'usersimcrs[local]'"
     ]
     assert not (tmp_path / "demo").exists()
+
+
+def test_the_log_callback_is_installed_once_when_threads_race():
+    """A callback installed twice leaves llama.cpp calling the one that was not kept, after it is freed."""
+    pytest.importorskip("llama_cpp", reason="the [local] extra (llama-cpp-python) is not installed")
+    code = """
+import threading, time
+import llama_cpp
+from usersimcrs.llm.backends import llamacpp_embedded as backend
+
+original, calls = llama_cpp.llama_log_set, []
+
+def slow_set(callback, data):
+    calls.append(callback)
+    time.sleep(0.05)  # a foreign call releases the GIL: widen that window
+    original(callback, data)
+
+llama_cpp.llama_log_set = slow_set
+barrier, results = threading.Barrier(8), []
+
+def load():
+    barrier.wait()
+    results.append(backend.route_llama_logs())
+
+threads = [threading.Thread(target=load) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(len(calls), len({id(r) for r in results}), results[0] is calls[0])
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "1", "True"]

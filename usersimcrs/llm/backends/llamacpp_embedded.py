@@ -35,14 +35,25 @@ ROLE_LABELS = {"system": "Instructions", "user": "User", "assistant": "Assistant
 LOADING = threading.Lock()
 
 
-@functools.lru_cache(maxsize=1)
+ROUTING = threading.Lock()
+
+
 def route_llama_logs() -> Any:
     """Send llama.cpp's own log lines to our debug log (`-v` shows them) instead of stderr.
 
     llama-cpp-python prints them itself, and with `verbose=False` still lets through lines such as
     `llama_kv_cache_iswa: using full-size SWA cache` (its level table is older than llama.cpp's).
-    Installed once per process, after llama_cpp's own logger; the cached return keeps the C callback alive.
+    Installed once per process, after llama_cpp's own logger. The lock matters: two threads loading
+    models at once must not each install a callback, since the one not kept would be freed while
+    llama.cpp still calls it (that crashed the demo's parallel cells).
     """
+    with ROUTING:
+        return _installed_log_callback()
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_log_callback() -> Any:
+    """The C log callback, made and installed once; the cache keeps it alive for llama.cpp."""
     import llama_cpp
 
     logger = logging.getLogger("usersimcrs.llm.llamacpp")
@@ -113,7 +124,6 @@ class LlamaCppEmbedded(LLM):
             raise ConfigError(
                 f"llm.backend llamacpp: llama-cpp-python is installed but cannot be loaded ({exc})"
             ) from None
-        route_llama_logs()
         if self._path is None:
             from usersimcrs.llm.embedded_model import default_model_path
 
@@ -121,6 +131,7 @@ class LlamaCppEmbedded(LLM):
         if not self._path.is_file():
             raise ConfigError(f"llm.model_path: no model file at {self._path}")
         with LOADING:
+            route_llama_logs()
             self._llama = Llama(
                 model_path=str(self._path),
                 n_ctx=self.config.n_ctx,
