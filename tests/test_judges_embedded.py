@@ -1,4 +1,5 @@
-"""One judge call on the embedded model: schema-constrained output keeps even a 270M model parseable."""
+"""One judge call on the embedded model: schema-constrained output keeps even a 270M model parseable,
+and the dry run's estimate of it is within 25% of the tokens the model's own tokenizer counted."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
 from usersimcrs.judges.base import JudgeOptions
-from usersimcrs.judges.estimate import prompt_tokens
+from usersimcrs.judges.estimate import estimate, prompt_tokens
 from usersimcrs.judges.prompt_builder import ConversationView, criterion_messages
 from usersimcrs.judges.quality import QualityJudge
 from usersimcrs.llm.config import LLMConfig
@@ -41,11 +42,15 @@ def test_embedded_model_gives_a_valid_score_and_the_estimate_is_close(embedded_m
         finally:
             await provider.aclose()
 
+    planned = estimate(judge.plan_in(dialogue, None, RunContext(llms=provider)))  # what `judge --dry-run` prints
     (judgment,) = asyncio.run(go())
     assert judgment.status == "ok", judgment.error
     assert 1 <= judgment.value <= 5 and judgment.value == int(judgment.value)
     assert judgment.usage.prompt_tokens > 0 and judgment.usage.completion_tokens > 0
     view = ConversationView.from_dialogue(dialogue)
     messages = criterion_messages(judge.rubric, judge.criteria[0], view, layout=judge.layout_for(view, None))
-    estimate = prompt_tokens(messages)
-    assert abs(estimate - judgment.usage.prompt_tokens) / judgment.usage.prompt_tokens < 0.2
+    estimated_prompt = prompt_tokens(messages)
+    assert abs(estimated_prompt - judgment.usage.prompt_tokens) / judgment.usage.prompt_tokens < 0.2
+    # the dry run's whole estimate against the tokens llama.cpp's own tokenizer counted for the call
+    spent = judgment.usage.prompt_tokens + judgment.usage.completion_tokens
+    assert planned["calls"] == 1 and abs(planned["total_tokens"] - spent) / spent <= 0.25, (planned, judgment.usage)
