@@ -3,10 +3,13 @@
 The shell blocks are run line by line, in order, in a scratch folder laid out like a checkout (its
 `configs/` and `.venv/` are the repository's, `../shared` the shared data), so the commands run as
 the README writes them and nothing lands in the repository. The "From Python" block runs as one
-script. Skipped, with the reason: commands that need an API key or a server, `make test` (this
-suite), and the demo itself (`make demo`, `usersimcrs quickstart`: a few minutes on the embedded
-model; `make demo` is its check, and tests/test_report_matrix.py checks that its config plans).
-Afterwards `git status` of the checkout is what it was.
+script. Skipped, with the reason: commands that need an API key or a server and `make test` (this
+suite). Two commands take minutes by design and run only with USERSIMCRS_README_SLOW=1 (not in
+`make test`, which must stay within minutes): the demo itself (`make demo` / `usersimcrs
+quickstart`; `make demo` is its check, tests/test_report_matrix.py checks that its config plans)
+and the benchmark (`bench --quick`: about 5 minutes on 2 cores; tests/test_bench_harness.py runs
+the same harness with --tiny and checks --output and a clean checkout). Afterwards `git status` of
+the checkout is what it was.
 """
 
 from __future__ import annotations
@@ -24,10 +27,16 @@ import pytest
 from tests.conftest import PROJECT_ROOT, SHARED_DATA
 
 DOCS = ("README.md", "docs/quickstart.md")
-COMMAND_TIMEOUT_S = 300
+COMMAND_TIMEOUT_S = 900
+SLOW = os.environ.get("USERSIMCRS_README_SLOW") == "1"
 DEMO = (
     "the demo itself (a few minutes on the embedded model): `make demo` is its check, and "
-    "tests/test_report_matrix.py checks that the bundled demo config plans its six cells"
+    "tests/test_report_matrix.py checks that the bundled demo config plans its six cells; "
+    "USERSIMCRS_README_SLOW=1 runs it here"
+)
+BENCH = (
+    "the benchmark (bench --quick: about 5 minutes on 2 cores): tests/test_bench_harness.py runs the same "
+    "harness with --tiny --output and checks the checkout stays clean; USERSIMCRS_README_SLOW=1 runs it here"
 )
 
 
@@ -67,8 +76,12 @@ def skip_reason(command: Command) -> str | None:
     text = command.text
     if re.match(r"make test\b", text):
         return "`make test` is this test suite"
-    if re.match(r"make demo\b", text) or re.search(r"usersimcrs quickstart\b", text) or "run_matrix(" in text:
+    if re.match(r"make demo\b", text):
+        return "`make demo` is `usersimcrs quickstart` (the line of the demo) after `make install`"
+    if (re.search(r"usersimcrs quickstart\b", text) or "run_matrix(" in text) and not SLOW:
         return DEMO
+    if re.search(r"usersimcrs bench\b", text) and not SLOW:
+        return BENCH
     openai = re.search(r"--llm-backend openai|llm\.backend=openai|LLM\(\"openai\"", text)
     if openai and "--dry-run" not in text and "base_url" not in text and "--base-url" not in text:
         return "needs an API key (OPENAI_API_KEY)"
@@ -147,7 +160,8 @@ def status_before() -> str | None:
 def check(result: subprocess.CompletedProcess | str, command: Command) -> None:
     if isinstance(result, str):
         pytest.skip(result.removeprefix("skipped: "))
-    assert result.returncode == 0, (
+    accepted = (0, 1) if re.search(r"usersimcrs bench\b", command.text) else (0,)  # bench: 1 = a goal not met
+    assert result.returncode in accepted, (
         f"{command.doc}: `{command.text[:200]}` exited {result.returncode}\n"
         f"stdout: {result.stdout[-2000:]}\nstderr: {result.stderr[-3000:]}"
     )
@@ -155,13 +169,7 @@ def check(result: subprocess.CompletedProcess | str, command: Command) -> None:
 
 
 def _params() -> list:
-    params = []
-    for command in ALL:
-        marks = []
-        if re.search(r"usersimcrs bench\b", command.text):
-            marks.append(pytest.mark.xfail(reason="bench --quick fixed in perf branch", strict=False))
-        params.append(pytest.param(command, id=command.id, marks=marks))
-    return params
+    return [pytest.param(command, id=command.id) for command in ALL]
 
 
 def test_the_documents_have_commands():
@@ -173,7 +181,9 @@ def test_the_documents_have_commands():
 def test_command_works_as_written(command, workspace, status_before):
     result = workspace.run(command)
     check(result, command)
-    if re.search(r"usersimcrs bench\b", command.text):
+    bench = re.search(r"usersimcrs bench\b.*--output (\S+)", command.text)
+    if bench:
+        assert (workspace.root(command) / bench.group(1) / "results.json").is_file()
         assert git_status() == status_before, "the benchmark changed files of the checkout"
 
 
