@@ -37,7 +37,9 @@ from usersimcrs.core.crsarena_eval import (
 from usersimcrs.core.dialogue import AGENT, Dialogue
 from usersimcrs.errors import DataError
 from usersimcrs.judges.learned.features import (
+    EXTRA_FEATURES,
     FEATURES_VERSION,
+    PREDICTION_AGGREGATES,
     TEXT_BLOCKS,
     TURN_FEATURES,
     ConversationFeatures,
@@ -57,10 +59,15 @@ from usersimcrs.judges.learned.model import (
     TextBlock,
     TrainingFacts,
     Trees,
+    proxy_name,
 )
 
 TURN_ALPHAS = (1.0, 3.0, 10.0, 30.0)
 DIALOGUE_ALPHAS = (10.0, 30.0, 100.0, 300.0, 1000.0)
+PROXY_ALPHAS = (10.0, 30.0, 100.0)
+PROXY_BLOCKS = tuple(b for b in TEXT_BLOCKS if b != "assistant")
+"""The proxies read the user's words, not the reply's: a reply's wording mostly says which CRS wrote it,
+and a dialogue rating learned from that would not carry over to another CRS."""
 BLENDS = (0.0, 0.25, 0.5, 0.75, 1.0)
 TREES = {"n_estimators": 80, "learning_rate": 0.075, "subsample": 0.8, "max_features": 0.3}
 TURN_TREE_DEPTH = 3
@@ -220,6 +227,20 @@ class TurnDesign:
                 parts.append(TEXT_WEIGHTS[block] * vectorizer.transform(docs[block]))
         return hstack(parts).tocsr()
 
+    def columns(self, blocks: Sequence[str]) -> np.ndarray:
+        """The design's columns of the numeric features and of the given text blocks only."""
+        keep = [np.arange(len(self.scaler.mean_))]
+        offset = len(self.scaler.mean_)
+        for block in TEXT_BLOCKS:
+            vectorizer = self.vectorizers[block]
+            if vectorizer is None:
+                continue
+            size = len(vectorizer.idf_)
+            if block in blocks:
+                keep.append(np.arange(offset, offset + size))
+            offset += size
+        return np.concatenate(keep)
+
 
 def _identity(doc: list[str]) -> list[str]:
     return doc
@@ -255,11 +276,11 @@ class Selection:
     n: int
 
 
-def _select(linear_oof: dict[float, np.ndarray], tree_oof: np.ndarray, gold: np.ndarray) -> Selection:
+def _select(linear_oof: dict[float, np.ndarray], tree_oof: np.ndarray | None, gold: np.ndarray) -> Selection:
     best: tuple[tuple[float, float], float, float, np.ndarray] | None = None
     for alpha, lin in linear_oof.items():
-        for blend in BLENDS:
-            pred = blend * lin + (1 - blend) * tree_oof
+        for blend in BLENDS if tree_oof is not None else (1.0,):
+            pred = lin if tree_oof is None else blend * lin + (1 - blend) * tree_oof
             score = _score(pred, gold)
             if best is None or score > best[0]:
                 best = (score, alpha, blend, pred)
@@ -279,11 +300,14 @@ def _folds(groups: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, 
     return [(np.flatnonzero(assigned != i), np.flatnonzero(assigned == i)) for i in range(k)]
 
 
-def _select_turns(data: TrainingSet, folds: int, seed: int) -> dict[str, Selection]:
-    """Inner cross-validation of every turn aspect's (alpha, blend); the out-of-fold predictions of the
-    chosen setting cover every turn (they feed the dialogue models)."""
+def _select_turns(data: TrainingSet, folds: int, seed: int) -> tuple[dict[str, Selection], dict[str, Selection]]:
+    """Inner cross-validation of every turn aspect's (alpha, blend) and of every dialogue aspect's turn-level
+    proxy (a ridge fitted to the conversation's rating on each of its turns; its alpha only). The
+    out-of-fold predictions of the chosen settings cover every turn (they feed the dialogue models)."""
     aspects = [a for a in TURN_ASPECTS if np.isfinite(data.turn_gold[a]).sum() >= 2]
+    proxy_gold = _proxy_gold(data)
     linear = {a: {alpha: np.full(len(data.hand), np.nan) for alpha in TURN_ALPHAS} for a in aspects}
+    proxies = {a: {alpha: np.full(len(data.hand), np.nan) for alpha in PROXY_ALPHAS} for a in proxy_gold}
     trees = {a: np.full(len(data.hand), np.nan) for a in aspects}
     for train, test in _folds(data.turn_conversation, folds, seed):
         docs_train = {b: [data.docs[b][i] for i in train] for b in TEXT_BLOCKS}
@@ -296,14 +320,55 @@ def _select_turns(data: TrainingSet, folds: int, seed: int) -> dict[str, Selecti
             for alpha in TURN_ALPHAS:
                 linear[a][alpha][test] = _ridge(alpha).fit(x_train[ok], y[ok]).predict(x_test)
             trees[a][test] = _trees(TURN_TREE_DEPTH, seed).fit(data.hand[train][ok], y[ok]).predict(data.hand[test])
-    return {a: _select(linear[a], trees[a], data.turn_gold[a]) for a in aspects}
+        keep = design.columns(PROXY_BLOCKS)
+        p_train, p_test = x_train[:, keep], x_test[:, keep]
+        for a, gold in proxy_gold.items():
+            y = gold[train]
+            ok = np.isfinite(y)
+            for alpha in PROXY_ALPHAS:
+                proxies[a][alpha][test] = _ridge(alpha).fit(p_train[ok], y[ok]).predict(p_test)
+    turn = {a: _select(linear[a], trees[a], data.turn_gold[a]) for a in aspects}
+    return turn, {a: _select(proxies[a], None, gold) for a, gold in proxy_gold.items()}
+
+
+def _proxy_gold(data: TrainingSet) -> dict[str, np.ndarray]:
+    """Each dialogue aspect's rating repeated on every turn of its conversation (the proxies' targets)."""
+    return {
+        a: gold[data.turn_conversation]
+        for a, gold in data.dialogue_gold.items()
+        if np.isfinite(gold).sum() >= 2 and len(data.turn_conversation)
+    }
+
+
+@dataclass(frozen=True)
+class DialogueInputs:
+    """The dialogue-matrix columns one dialogue aspect's linear part and trees read."""
+
+    linear: np.ndarray
+    trees: np.ndarray
+
+
+def dialogue_columns(aspect: str, turn_aspects: Sequence[str], proxy_aspects: Sequence[str]) -> DialogueInputs:
+    """The columns a dialogue aspect's model reads, never the other aspects' proxies. The trees read
+    every other column; the linear part a compact set: the aggregates of the turn predictions (turn
+    aspects and its own proxy), the extras and the means of the reply features (`mean_a_*`, shares of
+    replies that name titles, ask, apologise, repeat...). Ridge over all 300-odd aggregates for 267
+    conversations over-fitted: the compact set is ahead in nested cross-validation and as good when a
+    CRS is left out."""
+    names = dialogue_feature_names([*turn_aspects, *map(proxy_name, proxy_aspects)])
+    others = {f"{agg}_pred_{proxy_name(a)}" for a in proxy_aspects if a != aspect for agg in PREDICTION_AGGREGATES}
+    trees = [i for i, name in enumerate(names) if name not in others]
+    linear = [i for i in trees if "_pred_" in names[i] or names[i] in EXTRA_FEATURES or names[i].startswith("mean_a_")]
+    return DialogueInputs(linear=np.asarray(linear, dtype=np.int64), trees=np.asarray(trees, dtype=np.int64))
 
 
 def _dialogue_matrix(data: TrainingSet, turn_predictions: np.ndarray) -> np.ndarray:
     return dialogue_matrix(data.features, turn_predictions)
 
 
-def _select_dialogues(x: np.ndarray, data: TrainingSet, folds: int, seed: int) -> dict[str, Selection]:
+def _select_dialogues(
+    x: np.ndarray, data: TrainingSet, columns: dict[str, DialogueInputs], folds: int, seed: int
+) -> dict[str, Selection]:
     from sklearn.preprocessing import StandardScaler
 
     aspects = [a for a in DIALOGUE_ASPECTS if np.isfinite(data.dialogue_gold[a]).sum() >= 2]
@@ -315,18 +380,28 @@ def _select_dialogues(x: np.ndarray, data: TrainingSet, folds: int, seed: int) -
         for a in aspects:
             y = data.dialogue_gold[a][train]
             ok = np.isfinite(y)
+            cols, tree_cols = columns[a].linear, columns[a].trees
             for alpha in DIALOGUE_ALPHAS:
-                linear[a][alpha][test] = _ridge(alpha).fit(s_train[ok], y[ok]).predict(s_test)
-            trees[a][test] = _trees(DIALOGUE_TREE_DEPTH, seed).fit(x[train][ok], y[ok]).predict(x[test])
+                linear[a][alpha][test] = _ridge(alpha).fit(s_train[ok][:, cols], y[ok]).predict(s_test[:, cols])
+            tree = _trees(DIALOGUE_TREE_DEPTH, seed).fit(x[train][ok][:, tree_cols], y[ok])
+            trees[a][test] = tree.predict(x[test][:, tree_cols])
     return {a: _select(linear[a], trees[a], data.dialogue_gold[a]) for a in aspects}
 
 
-def _export_trees(model: Any) -> Trees:
+def _export_trees(model: Any, columns: np.ndarray | None = None) -> Trees:
+    """The fitted trees as plain lists; `columns` maps the features they were fitted on to the columns
+    of the full matrix (a model fitted on some columns only)."""
     estimators = [stage[0].tree_ for stage in model.estimators_]
+
+    def features(tree: Any) -> list[int]:
+        if columns is None:
+            return tree.feature.tolist()
+        return np.where(tree.feature >= 0, columns[np.maximum(tree.feature, 0)], tree.feature).tolist()
+
     return Trees(
         init=float(np.asarray(model.init_.constant_).ravel()[0]),
         learning_rate=float(model.learning_rate),
-        feature=[t.feature.tolist() for t in estimators],
+        feature=[features(t) for t in estimators],
         threshold=[t.threshold.tolist() for t in estimators],
         left=[t.children_left.tolist() for t in estimators],
         right=[t.children_right.tolist() for t in estimators],
@@ -376,15 +451,18 @@ def fit(data: TrainingSet, *, folds: int = 5, seed: int = 0) -> LearnedModel:
     # one BLAS thread: the small dense solves here run several times slower when threads contend for cores
     with warnings.catch_warnings(), threadpool_limits(1):
         warnings.simplefilter("ignore")
-        turn_selection = _select_turns(data, folds, seed)
-        turn_aspects = list(turn_selection)
+        turn_selection, proxy_selection = _select_turns(data, folds, seed)
+        turn_aspects, proxy_aspects = list(turn_selection), list(proxy_selection)
         oof = (
-            np.column_stack([turn_selection[a].oof for a in turn_aspects])
-            if turn_aspects
+            np.column_stack(
+                [turn_selection[a].oof for a in turn_aspects] + [proxy_selection[a].oof for a in proxy_aspects]
+            )
+            if turn_aspects or proxy_aspects
             else np.zeros((len(data.hand), 0))
         )
         x_dialogue = _dialogue_matrix(data, oof)
-        dialogue_selection = _select_dialogues(x_dialogue, data, folds, seed)
+        columns = {a: dialogue_columns(a, turn_aspects, proxy_aspects) for a in DIALOGUE_ASPECTS}
+        dialogue_selection = _select_dialogues(x_dialogue, data, columns, folds, seed)
 
         design = TurnDesign.fit(data.hand, data.docs)
         x_turn = design.matrix(data.hand, data.docs)
@@ -394,32 +472,51 @@ def fit(data: TrainingSet, *, folds: int = 5, seed: int = 0) -> LearnedModel:
             if v is not None
         ]
         width = len(TURN_FEATURES)
+
+        def turn_linear(y: np.ndarray, alpha: float, reads: Sequence[str] = TEXT_BLOCKS) -> Linear:
+            ok = np.isfinite(y)
+            keep = design.columns(reads)
+            ridge = _ridge(alpha).fit(x_turn[ok][:, keep], y[ok])
+            coef = np.zeros(x_turn.shape[1])
+            coef[keep] = ridge.coef_
+            text, offset = {}, width
+            for block in blocks:
+                size = len(block.terms)
+                if block.name in reads:
+                    text[block.name] = (coef[offset : offset + size] * TEXT_WEIGHTS[block.name]).tolist()
+                offset += size
+            return Linear(intercept=float(ridge.intercept_), features=coef[:width].tolist(), text=text)
+
         aspects: list[AspectModel] = []
         for a, sel in turn_selection.items():
             y = data.turn_gold[a]
             ok = np.isfinite(y)
-            ridge = _ridge(sel.alpha).fit(x_turn[ok], y[ok])
-            coef = np.asarray(ridge.coef_, dtype=float)
-            text, offset = {}, width
-            for block in blocks:
-                size = len(block.terms)
-                text[block.name] = (coef[offset : offset + size] * TEXT_WEIGHTS[block.name]).tolist()
-                offset += size
             tree = _trees(TURN_TREE_DEPTH, seed).fit(data.hand[ok], y[ok])
-            aspects.append(
-                _aspect(
-                    a, Linear(intercept=float(ridge.intercept_), features=coef[:width].tolist(), text=text), tree, sel
-                )
+            aspects.append(_aspect(a, turn_linear(y, sel.alpha), tree, sel))
+        proxy_gold = _proxy_gold(data)
+        proxies = [
+            AspectModel(
+                name=a,
+                level="turn",
+                low=BY_NAME[a].low,
+                high=BY_NAME[a].high,
+                linear=turn_linear(proxy_gold[a], sel.alpha, PROXY_BLOCKS),
+                blend=1.0,
             )
+            for a, sel in proxy_selection.items()
+        ]
         dialogue_scaler = StandardScaler().fit(x_dialogue)
         scaled = dialogue_scaler.transform(x_dialogue)
         for a, sel in dialogue_selection.items():
             y = data.dialogue_gold[a]
             ok = np.isfinite(y)
-            ridge = _ridge(sel.alpha).fit(scaled[ok], y[ok])
-            tree = _trees(DIALOGUE_TREE_DEPTH, seed).fit(x_dialogue[ok], y[ok])
-            linear = Linear(intercept=float(ridge.intercept_), features=np.asarray(ridge.coef_).tolist())
-            aspects.append(_aspect(a, linear, tree, sel))
+            cols, tree_cols = columns[a].linear, columns[a].trees
+            ridge = _ridge(sel.alpha).fit(scaled[ok][:, cols], y[ok])
+            tree = _trees(DIALOGUE_TREE_DEPTH, seed).fit(x_dialogue[ok][:, tree_cols], y[ok])
+            coef = np.zeros(x_dialogue.shape[1])
+            coef[cols] = ridge.coef_
+            linear = Linear(intercept=float(ridge.intercept_), features=coef.tolist())
+            aspects.append(_aspect(a, linear, tree, sel, tree_cols))
 
     selections = {**turn_selection, **dialogue_selection}
     model = LearnedModel(
@@ -455,19 +552,26 @@ def fit(data: TrainingSet, *, folds: int = 5, seed: int = 0) -> LearnedModel:
                 **({"text_weights": TEXT_WEIGHTS, "min_df": MIN_DF} if BY_NAME[a].level == "turn" else {}),
             }
             for a, s in selections.items()
+        }
+        | {
+            f"{proxy_name(a)}": {"alpha": s.alpha, "target": f"{a} of the conversation, on each of its turns"}
+            for a, s in proxy_selection.items()
         },
         turn_features=list(TURN_FEATURES),
-        dialogue_features=dialogue_feature_names(turn_aspects),
+        dialogue_features=dialogue_feature_names([*turn_aspects, *map(proxy_name, proxy_aspects)]),
         turn_scaler=_standardizer(design.scaler),
         dialogue_scaler=_standardizer(dialogue_scaler),
         text_blocks=blocks,
         aspects=aspects,
+        proxies=proxies,
     )
     model.training.unknown_word_share = _unknown_share(model, data)
     return model
 
 
-def _aspect(name: str, linear: Linear, tree: Any, selection: Selection) -> AspectModel:
+def _aspect(
+    name: str, linear: Linear, tree: Any, selection: Selection, columns: np.ndarray | None = None
+) -> AspectModel:
     spec = BY_NAME[name]
     return AspectModel(
         name=name,
@@ -475,7 +579,7 @@ def _aspect(name: str, linear: Linear, tree: Any, selection: Selection) -> Aspec
         low=spec.low,
         high=spec.high,
         linear=linear,
-        trees=_export_trees(tree),
+        trees=_export_trees(tree, columns),
         blend=selection.blend,
     )
 

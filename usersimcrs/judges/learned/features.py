@@ -32,7 +32,7 @@ from usersimcrs.core.dialogue import AGENT, Dialogue
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import parse_yaml_mapping
 
-FEATURES_VERSION = 1
+FEATURES_VERSION = 2
 CUES_FILE = "cues.yaml"
 TEXT_BLOCKS = ("assistant", "previous_user", "next_user")
 """The words a turn model weighs: the reply, the user turn before it and the user's reaction."""
@@ -53,8 +53,13 @@ class CueLists(BaseModel):
     accept: list[str]
     why: list[str]
     request: list[str]
+    thanks: list[str]
+    seen: list[str]
+    complaint: list[str]
     self_talk: list[str]
     apology: list[str]
+    closing: list[str]
+    offer: list[str]
     stopwords: str
     intents: dict[str, list[str]] = Field(default_factory=dict)
 
@@ -91,8 +96,13 @@ class Cues:
     accept: Cue
     why: Cue
     request: Cue
+    thanks: Cue
+    seen: Cue
+    complaint: Cue
     self_talk: Cue
     apology: Cue
+    closing: Cue
+    offer: Cue
     stopwords: frozenset[str]
     intents: dict[str, frozenset[str]]
     sha256: str
@@ -109,8 +119,13 @@ def load_cues() -> Cues:
         accept=Cue.of(lists.accept),
         why=Cue.of(lists.why),
         request=Cue.of(lists.request),
+        thanks=Cue.of(lists.thanks),
+        seen=Cue.of(lists.seen),
+        complaint=Cue.of(lists.complaint),
         self_talk=Cue.of(lists.self_talk),
         apology=Cue.of(lists.apology),
+        closing=Cue.of(lists.closing),
+        offer=Cue.of(lists.offer),
         stopwords=frozenset(lists.stopwords.split()),
         intents={k: frozenset(v) for k, v in lists.intents.items()},
         sha256=hashlib.sha256(raw).hexdigest(),
@@ -201,8 +216,8 @@ def conversation_text_from_record(record: dict) -> ConversationText:
     return str(record["conversation_id"]), turns
 
 
-USER_CUES = ("reject", "accept", "why", "request")
-ASSISTANT_CUES = ("self_talk", "apology")
+USER_CUES = ("reject", "accept", "why", "request", "thanks", "seen", "complaint")
+ASSISTANT_CUES = ("self_talk", "apology", "closing", "offer")
 
 
 def read(turn: TurnText, cues: Cues) -> Reading:
@@ -264,10 +279,15 @@ TURN_FEATURES = (
     "a_question",
     "a_self_talk",
     "a_apology",
+    "a_closing",
+    "a_offer_without_title",
+    "a_asks_preference",
     "a_distinct",
     "a_max_repeat",
     "a_repeats_reply",
+    "a_same_as_earlier",
     "a_repeats_titles",
+    "a_new_titles",
     "a_picks_up_p",
     "a_names_p_title",
     "p_present",
@@ -277,16 +297,22 @@ TURN_FEATURES = (
     "p_request",
     "p_reject",
     "p_accept",
+    "p_complaint",
     "n_present",
     "n_words",
     "n_question",
+    "n_short_question",
     "n_reject",
     "n_accept",
     "n_why",
+    "n_thanks",
+    "n_seen",
+    "n_complaint",
     "n_exclaim",
     "n_repeats_p",
     "n_picks_up_a",
     "n_names_a_title",
+    "n_final",
     "x_why_list",
     "x_why_titles",
     "x_request_titles",
@@ -313,7 +339,17 @@ class ConversationFeatures:
     """Words of every utterance (for the drift check against the training ranges)."""
 
 
-EXTRA_FEATURES = ("turns_log", "user_words_log", "distinct_titles_log", "final_user_reject", "final_user_accept")
+LAST_REACTION_CUES = ("reject", "accept", "thanks", "seen", "complaint", "why", "request")
+"""Cues of the user's last turn after the first reply (the user's last word on the conversation)."""
+EXTRA_FEATURES = (
+    "turns_log",
+    "user_words_log",
+    "distinct_titles_log",
+    "final_user_reject",
+    "final_user_accept",
+    "ends_with_user",
+    *(f"last_reaction_{name}" for name in LAST_REACTION_CUES),
+)
 """Whole-conversation features beside the aggregates of the turn features."""
 
 
@@ -328,12 +364,14 @@ def conversation_features(conversation: Dialogue | ConversationText, cues: Cues 
     docs: dict[str, list[list[str]]] = {block: [] for block in TEXT_BLOCKS}
     seen_content: list[frozenset[str]] = []
     seen_titles: set[str] = set()
+    seen_replies: set[str] = set()
     before: list[Reading | None] = []  # the latest user turn before each position
     latest: Reading | None = None
     for u, r in zip(utterances, readings):
         before.append(latest)
         if not u.assistant:
             latest = r
+    last_user = latest  # the conversation's final user turn
     after: list[Reading | None] = [None] * len(utterances)  # the first user turn after each position
     latest = None
     for i in range(len(utterances) - 1, -1, -1):
@@ -350,6 +388,7 @@ def conversation_features(conversation: Dialogue | ConversationText, cues: Cues 
         p_request = float(p_flags.get("request", False))
         n_reject = float(n_flags.get("reject", False))
         repeats_titles = len(a.titles & seen_titles) / len(a.titles) if a.titles else 0.0
+        offers_nothing = a.flags["offer"] and not titles and not a.is_list
         row = [
             math.log1p(a.length),
             float(titles),
@@ -358,10 +397,15 @@ def conversation_features(conversation: Dialogue | ConversationText, cues: Cues 
             float(a.question),
             float(a.flags["self_talk"]),
             float(a.flags["apology"]),
+            float(a.flags["closing"]),
+            float(offers_nothing),
+            float(a.question and not titles and not a.flags["offer"]),
             len(counts) / a.length if a.length else 0.0,
             math.log1p(max(counts.values(), default=0)),
             max((_jaccard(a.content, c) for c in seen_content), default=0.0),
+            float(a.padded in seen_replies),
             repeats_titles,
+            math.log1p(len(a.titles - seen_titles)),
             _share(a.content, p.content) if p is not None else 0.0,
             float(p is not None and any(t and t in a.padded for t in (_words_of(x) for x in p.titles))),
             float(p is not None),
@@ -371,16 +415,22 @@ def conversation_features(conversation: Dialogue | ConversationText, cues: Cues 
             p_request,
             float(p_flags.get("reject", False)),
             float(p_flags.get("accept", False)),
+            float(p_flags.get("complaint", False)),
             float(n is not None),
             math.log1p(n.length) if n is not None else 0.0,
             float(n is not None and n.question),
+            float(n is not None and n.question and n.length <= 3),
             n_reject,
             float(n_flags.get("accept", False)),
             float(n_flags.get("why", False)),
+            float(n_flags.get("thanks", False)),
+            float(n_flags.get("seen", False)),
+            float(n_flags.get("complaint", False)),
             float(n is not None and n.exclaim),
             _jaccard(n.content, p.content) if n is not None and p is not None else 0.0,
             _share(n.content, a.content) if n is not None else 0.0,
             float(n is not None and any(t and t in n.padded for t in (_words_of(x) for x in a.titles))),
+            float(n is not None and n is last_user),
             p_why * float(a.is_list),
             p_why * min(titles, 3),
             p_request * min(titles, 3),
@@ -399,14 +449,18 @@ def conversation_features(conversation: Dialogue | ConversationText, cues: Cues 
         docs["next_user"].append(n.terms if n is not None else [])
         seen_content.append(a.content)
         seen_titles |= a.titles
+        seen_replies.add(a.padded)
     users = [r for u, r in zip(utterances, readings) if not u.assistant]
     final_user = readings[-1] if utterances and not utterances[-1].assistant and count else None
+    reacted = last_user if count and last_user is not None and after[assistant[0]] is not None else None
     extra = [
         math.log1p(count),
         math.log1p(sum(r.length for r in users)),
         math.log1p(len(seen_titles)),
         float(final_user is not None and final_user.flags["reject"]),
         float(final_user is not None and final_user.flags["accept"]),
+        float(final_user is not None),
+        *(float(reacted is not None and reacted.flags[name]) for name in LAST_REACTION_CUES),
     ]
     return ConversationFeatures(
         turn_inds=[utterances[i].turn_ind for i in assistant],

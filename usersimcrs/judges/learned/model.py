@@ -39,7 +39,14 @@ from usersimcrs.judges.learned.features import (
 )
 
 MODEL_FORMAT = "usersimcrs-learned-evaluator"
-FORMAT_VERSION = 1
+
+
+def proxy_name(aspect: str) -> str:
+    """The prediction column of a dialogue aspect's turn-level proxy model."""
+    return f"{aspect}_turn"
+
+
+FORMAT_VERSION = 2
 
 
 class _Plain(BaseModel):
@@ -137,10 +144,20 @@ class LearnedModel(_Plain):
     dialogue_scaler: Standardizer
     text_blocks: list[TextBlock]
     aspects: list[AspectModel]
+    proxies: list[AspectModel] = Field(
+        default_factory=list,
+        description="turn-level linear models of dialogue aspects (each turn rated with its conversation's "
+        "rating); their predictions are inputs of the dialogue models only, never an output",
+    )
 
     @property
     def turn_aspects(self) -> list[str]:
         return [a.name for a in self.aspects if a.level == "turn"]
+
+    @property
+    def prediction_columns(self) -> list[str]:
+        """The turn-level predictions the dialogue models read: turn aspects, then proxies."""
+        return self.turn_aspects + [proxy_name(a.name) for a in self.proxies]
 
     @property
     def dialogue_aspects(self) -> list[str]:
@@ -162,11 +179,13 @@ def check_compatible(model: LearnedModel, source: str) -> None:
             f"{source}: trained on feature set v{model.features_version} (cues {model.cues_sha256[:12]}), this "
             f"usersimcrs computes v{FEATURES_VERSION} (cues {cues[:12]}); retrain it with `usersimcrs evaluator train`"
         )
-    expected_dialogue = dialogue_feature_names(model.turn_aspects)
+    expected_dialogue = dialogue_feature_names(model.prediction_columns)
     if model.turn_features != list(TURN_FEATURES) or model.dialogue_features != expected_dialogue:
         raise UserError(f"{source}: its feature names differ from this usersimcrs's; retrain it")
     blocks = {b.name: len(b.terms) for b in model.text_blocks}
-    for spec in model.aspects:
+    if any(p.level != "turn" or p.trees is not None for p in model.proxies):
+        raise UserError(f"{source}: a proxy model is not a linear turn model; retrain it")
+    for spec in [*model.aspects, *model.proxies]:
         if spec.name not in BY_NAME:
             raise UserError(f"{source}: unknown aspect {spec.name!r}")
         width = len(TURN_FEATURES) if spec.level == "turn" else len(expected_dialogue)
@@ -367,8 +386,10 @@ class Evaluator:
                 text={k: np.asarray(v, dtype=float) for k, v in a.linear.text.items()},
                 trees=_CompiledTrees.of(a.trees) if a.trees is not None and a.trees.feature else None,
             )
-            for a in model.aspects
+            for a in [*model.aspects, *model.proxies]
         ]
+        self.proxies = self.aspects[len(model.aspects) :]
+        self.aspects = self.aspects[: len(model.aspects)]
 
     @classmethod
     def load(cls, path: str | Path) -> Evaluator:
@@ -405,9 +426,10 @@ class Evaluator:
             block: self.text.matrix(block, [doc for f in features for doc in f.docs[block]], known)
             for block in TEXT_BLOCKS
         }
-        raw = np.column_stack([self._predict(a, hand, scaled, text) for a in turn_aspects]) if turn_aspects else None
+        columns = [self._predict(a, hand, scaled, text) for a in turn_aspects + self.proxies]
+        raw = np.column_stack(columns[: len(turn_aspects)]) if turn_aspects else None
         bounds = np.cumsum([0, *sizes])
-        dial_x = dialogue_matrix(features, raw if raw is not None else np.zeros((len(hand), 0)))
+        dial_x = dialogue_matrix(features, np.column_stack(columns) if columns else np.zeros((len(hand), 0)))
         dial_scaled = (dial_x - self.dial_mean) / self.dial_scale
         dial = {
             a.spec.name: np.clip(self._predict(a, dial_x, dial_scaled, {}), a.spec.low, a.spec.high)
