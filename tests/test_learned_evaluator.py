@@ -272,11 +272,77 @@ def test_worker_processes_give_the_same_run_file_in_the_same_order(trained, tmp_
     from usersimcrs.pipeline.evaluator import predict_evaluator
 
     corpus, model = trained
-    one = predict_evaluator(corpus, model, tmp_path / "one.json", batch=16, workers=0)
-    two = predict_evaluator(corpus, model, tmp_path / "two.json", batch=16, workers=2)
+    one = predict_evaluator(corpus, model, tmp_path / "one.json", batch=16, workers=0, span_bytes=20_000)
+    two = predict_evaluator(corpus, model, tmp_path / "two.json", batch=16, workers=2, span_bytes=20_000)
     assert one.workers == 0 and two.workers == 2 and one.conversations == two.conversations == 5 * PER_CRS
     assert (tmp_path / "one.json").read_bytes() == (tmp_path / "two.json").read_bytes()
     assert two.cpu_seconds > 0 and one.warnings == two.warnings
+
+
+def test_the_lean_read_path_predicts_what_the_full_dialogues_predict(trained, tmp_path):
+    """`evaluator predict` reads only the text fields of each stored line (RunFolder.dialogue_texts);
+    its run file equals the predictions for the fully validated Dialogue models, value for value (in
+    batches of other sizes, the matrix products may differ in the last bit)."""
+    from usersimcrs.judges.learned.model import Evaluator
+    from usersimcrs.pipeline.evaluator import predict_evaluator
+    from usersimcrs.pipeline.sources import load_sources
+
+    corpus, model = trained
+    predict_evaluator(corpus, model, tmp_path / "lean.json", all_aspects=True, workers=0)
+    lean = {c.conv_id: c for c in read_run_file(tmp_path / "lean.json")}
+    evaluator = Evaluator.load(model)
+    full = [c for s in load_sources(corpus) for c in evaluator.predict(s.run.dialogues)]  # a batch per run folder
+    assert len(full) == len(lean) == 5 * PER_CRS
+    for conversation in full:
+        mine = lean[conversation.conv_id]
+        assert mine.dial_level_pred == conversation.dial_level_pred  # exact: the same floats
+        assert [(t.turn_ind, t.turn_level_pred) for t in mine.turns] == [
+            (t.turn_ind, t.turn_level_pred) for t in conversation.turns
+        ]
+    predict_evaluator(corpus, model, tmp_path / "spans.json", all_aspects=True, batch=7, span_bytes=30_000, workers=0)
+    for conversation in read_run_file(tmp_path / "spans.json"):
+        assert conversation.dial_level_pred == pytest.approx(lean[conversation.conv_id].dial_level_pred, abs=1e-12)
+
+
+def test_run_folder_reads_spans_of_dialogue_text(tmp_path):
+    """Spans cover the dialogue file line by line; the text subset equals the full Dialogue's; a line
+    of another type of field falls back to full validation; a torn last line is ignored; a bad line
+    stops with a DataError naming the file."""
+    from usersimcrs.core.dialogue_text import dialogue_text
+    from usersimcrs.core.run_folder import RunFolder
+    from usersimcrs.errors import DataError
+
+    folder = RunFolder(tmp_path / "run")
+    dialogues = []
+    for i in range(30):
+        d = Dialogue(conversation_id=f"c{i}", status="ok" if i % 7 else "failed")
+        d.add(
+            Utterance(participant="USER", text=f"a comedy please {i}", dialogue_acts=[DialogueAct(intent="DISCLOSE")])
+        )
+        d.add(Utterance(participant="AGENT", text="Try Heat (1995).", metadata={"turn_ind": 5}))
+        dialogues.append(d)
+    folder.write_dialogues(dialogues)
+    spans = folder.dialogue_spans(4)
+    assert len(spans) == 4 and spans[0][0] == 0 and spans[-1][1] == folder.dialogues_path.stat().st_size
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    read = [t for span in spans for t in folder.dialogue_texts(span)]
+    assert read == [dialogue_text(d) for d in dialogues] == list(folder.dialogue_texts())
+    assert read[0].utterances[1].turn_ind == 5 and read[0].utterances[0].turn_ind is None
+    assert [t.status for t in read].count("failed") == 5
+    assert folder.dialogue_spans(1000)[-1][1] == spans[-1][1] and RunFolder(tmp_path / "none").dialogue_spans(3) == []
+    path = folder.dialogues_path
+    lines = path.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[0])
+    record["utterances"][1]["metadata"]["turn_ind"] = "5"  # not an int: read through the full model
+    path.write_bytes(json.dumps(record).encode() + b"\n" + b"".join(lines[1:]) + b'{"conversation_id": "torn", "utt')
+    texts = list(folder.dialogue_texts())
+    assert len(texts) == 30 and texts[0].utterances[1].turn_ind == "5"  # the torn last line is ignored
+    path.write_bytes(lines[0] + b"{not json\n" + b"".join(lines[1:]))
+    with pytest.raises(DataError, match="dialogues.jsonl: byte"):
+        list(folder.dialogue_texts())
+    path.write_bytes(b'{"conversation_id": "x", "utterances": [{"participant": "ROBOT", "text": "hi"}]}\n')
+    with pytest.raises(DataError, match="conversation x"):
+        list(folder.dialogue_texts())
 
 
 def test_training_without_ratings_or_with_too_few_conversations_is_one_line(tmp_path, capsys):

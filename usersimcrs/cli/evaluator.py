@@ -30,7 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     predict.add_argument(
         "--workers",
         type=int,
-        help="processes scoring while this one reads (0: score here; default: one per CPU but one, at most 4)",
+        help="processes that each read and score parts of the run (0: all in this process; default: one per CPU, "
+        "at most 4)",
     )
     predict.add_argument(
         "--all-aspects",

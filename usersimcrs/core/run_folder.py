@@ -29,6 +29,7 @@ from typing import Any, Iterator, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.dialogue_text import DialogueText, decode_line
 from usersimcrs.core.folder_lock import FolderLock
 from usersimcrs.core.generation import user_turn_kinds
 from usersimcrs.core.items import ItemCollection
@@ -244,6 +245,44 @@ class RunFolder:
     def dialogue_records(self) -> Iterator[dict[str, Any]]:
         """The dialogue lines as plain mappings, streamed (a torn last line is ignored)."""
         return iter_jsonl(self.dialogues_path)
+
+    def dialogue_spans(self, parts: int) -> list[tuple[int, int]]:
+        """The dialogue file cut into at most `parts` byte ranges of whole lines, about equal in size, so
+        that several processes can each read one (`dialogue_texts(span)`); empty without dialogues."""
+        path = self.dialogues_path
+        size = path.stat().st_size if path.exists() else 0
+        cuts = [0]
+        with path.open("rb") if size else open(os.devnull, "rb") as handle:
+            for k in range(1, max(1, parts)):
+                handle.seek(max(size * k // parts, cuts[-1]))
+                handle.readline()  # to the start of the next line
+                if cuts[-1] < handle.tell() < size:
+                    cuts.append(handle.tell())
+        return list(zip(cuts, [*cuts[1:], size])) if size else []
+
+    def dialogue_texts(self, span: tuple[int, int] | None = None) -> Iterator[DialogueText]:
+        """The dialogue lines (of one byte range from `dialogue_spans`, or all) as `DialogueText`: IDs,
+        status, speakers, texts, items, acts and turn indices only, decoded without the rest (the fast
+        path for scoring large runs). A torn last line is ignored; a line that is not a dialogue is a
+        DataError naming the file."""
+        path = self.dialogues_path
+        if not path.exists():
+            return
+        start, end = span if span is not None else (0, path.stat().st_size)
+        with path.open("rb") as handle:
+            handle.seek(start)
+            position = start
+            for raw in handle:
+                position += len(raw)
+                if raw.strip():
+                    try:
+                        yield decode_line(raw, str(path))
+                    except ValueError as exc:  # not JSON (DataError, a bad dialogue, is not caught here)
+                        if not raw.endswith(b"\n"):
+                            return  # a torn last line (only the last line can lack its newline)
+                        raise DataError(f"{path}: byte {position - len(raw)}: not a dialogue line ({exc})") from None
+                if position >= end:
+                    return
 
     def conversation_ids(self) -> list[str]:
         """The conversation ID of every dialogue line, in file order (repeats included)."""

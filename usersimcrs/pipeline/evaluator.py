@@ -13,19 +13,25 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from pydantic import BaseModel, Field
 
-from usersimcrs.core.crsarena_eval import OFFICIAL, RunFileConversation, RunFileTurn
+from usersimcrs.core.crsarena_eval import OFFICIAL
+from usersimcrs.core.dialogue_text import DialogueText
 from usersimcrs.errors import UserError
-from usersimcrs.judges.learned.features import ConversationText
-from usersimcrs.judges.learned.model import Evaluator, RunStats
+from usersimcrs.judges.learned.model import Evaluator, RunStats, ScoredBatch
 from usersimcrs.pipeline.sources import load_sources
 
 PREDICT_BATCH = 2048
+MAX_WORKERS = 4
+SPAN_BYTES = 4 << 20
+"""About 1,200 stored conversations of CRS Arena's length: big enough that a worker's start-up and the
+transfer of its results are small beside its work, small enough to share a 10,000-conversation run."""
+
+
 CV_CONVERSATION_FILE = "cv_conversation_folds.json"
 CV_SYSTEM_FILE = "cv_leave_one_crs_out.json"
 CV_REPORT = "cv_report.md"
@@ -50,8 +56,8 @@ class PredictResult(BaseModel):
     conversations: int
     turns: int
     failed_conversations_scored: int
-    workers: int = Field(description="worker processes that scored (0: this one, which also reads)")
-    predict_seconds: float = Field(description="streaming the run from disk and scoring it (features and model)")
+    workers: int = Field(description="worker processes that read and scored (0: this one)")
+    predict_seconds: float = Field(description="reading the run from disk and scoring it (features and model)")
     cpu_seconds: float = Field(description="CPU time of reading and scoring, all processes (free of other load)")
     total_seconds: float = Field(description="also loading the model and writing the run file")
 
@@ -98,74 +104,55 @@ def predict_evaluator(
     batch: int = PREDICT_BATCH,
     all_aspects: bool = False,
     workers: int | None = None,
+    span_bytes: int = SPAN_BYTES,
 ) -> PredictResult:
     """Score every conversation under `run` (a run folder or a matrix) and write a run file to `output`
     with the official rule's seven aspects (`all_aspects`: every aspect the model has).
 
-    The conversations stream from disk in batches; with more than one batch, `workers` processes
-    (default: one per CPU but the one that reads, at most 4) score them while this one reads the
-    next; `workers=0`, or a single batch, scores here. The output keeps the run's order.
+    Each run folder's dialogue file is cut into spans of whole lines (about `span_bytes` each); with
+    more than one span, `workers` processes (default: one per CPU, at most 4) each read and score
+    whole spans while this one waits; `workers=0`, or a single span, reads and scores here. Every
+    span is scored in batches of `batch` conversations. The output keeps the run's order.
     """
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor
 
     from usersimcrs.core.crsarena_eval import write_run_file
     from usersimcrs.core.run_folder import RunFolder
 
     started = time.perf_counter()
     evaluator = _evaluator(str(model))  # a bad or incompatible model stops here, before any work
-    workers = max(0, workers if workers is not None else min((os.cpu_count() or 1) - 1, MAX_WORKERS))
-    stats = RunStats()
-    predictions: list[RunFileConversation] = []
-    pending: list[ConversationText] = []
-    in_flight: deque[Future] = deque()
-    pool: ProcessPoolExecutor | None = None
-    failed = 0
+    workers = max(0, workers if workers is not None else min(os.cpu_count() or 1, MAX_WORKERS))
     scoring = time.perf_counter()
     cpu = _cpu_seconds()
-
-    def collect(future: Future) -> None:
-        done, part = future.result()
-        predictions.extend(done)
-        stats.add(part)
-
-    try:
-        for source in load_sources(run):
-            for record in RunFolder(source.run.path).dialogue_records():
-                failed += record.get("status", "ok") != "ok"
-                pending.append(_text_of(record, source.run.path))
-                if len(pending) < batch:
-                    continue
-                if workers and pool is None:
-                    pool = ProcessPoolExecutor(max_workers=workers)
-                if pool is None:
-                    predictions.extend(evaluator.predict(pending, stats))
-                else:
-                    in_flight.append(pool.submit(_score_chunk, str(model), list(pending)))
-                    while len(in_flight) > 2 * workers:
-                        collect(in_flight.popleft())
-                pending = []
-        while in_flight:
-            collect(in_flight.popleft())
-        if pending:
-            predictions.extend(evaluator.predict(pending, stats))
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+    jobs = [
+        (str(model), str(folder.path), span, batch)
+        for folder in (RunFolder(source.run.path) for source in load_sources(run))
+        for span in folder.dialogue_spans(max(1, -(-_size(folder) // max(1, span_bytes))))
+    ]
+    parts: list[ScoredSpan]
+    if workers and len(jobs) > 1:
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            parts = list(pool.map(_score_span, *zip(*jobs)))
+    else:
+        workers = 0
+        parts = [_score_span(*job) for job in jobs]
     scoring_seconds = time.perf_counter() - scoring
     cpu_seconds = _cpu_seconds() - cpu  # this process and its finished workers
-    if not predictions:
+    stats = RunStats()
+    for part in parts:
+        stats.add(part.stats)
+    n = sum(len(b.conversation_ids) for part in parts for b in part.batches)
+    if not n:
         raise UserError(f"{run}: no conversations to score")
-    if not all_aspects:
-        predictions = [official_only(p) for p in predictions]
-    path = write_run_file(output, predictions)
+    aspects = None if all_aspects else set(OFFICIAL)
+    path = write_run_file(output, (c for part in parts for b in part.batches for c in b.conversations(aspects)))
     total = time.perf_counter() - started
-    n = len(predictions)
     return PredictResult(
         output=str(path),
         conversations=n,
-        turns=sum(len(p.turns) for p in predictions),
-        failed_conversations_scored=failed,
-        workers=workers if pool is not None else 0,
+        turns=sum(len(t) for part in parts for b in part.batches for t in b.turn_inds),
+        failed_conversations_scored=sum(part.failed for part in parts),
+        workers=workers,
         predict_seconds=scoring_seconds,
         cpu_seconds=cpu_seconds,
         total_seconds=total,
@@ -175,22 +162,38 @@ def predict_evaluator(
     )
 
 
-MAX_WORKERS = 4
+def _size(folder) -> int:
+    path = folder.dialogues_path
+    return path.stat().st_size if path.exists() else 0
 
 
-def _text_of(record: dict, folder: Path) -> ConversationText:
-    """What the evaluator reads of one stored dialogue, without building the full model; a record
-    that lacks what it needs is validated, so the error names the problem."""
-    from usersimcrs.core.dialogue import Dialogue
-    from usersimcrs.core.validation import validate
-    from usersimcrs.errors import DataError
-    from usersimcrs.judges.learned.features import conversation_text, conversation_text_from_record
+@dataclass
+class ScoredSpan:
+    """What scoring one span of a dialogue file gave: its batches' predictions, drift counts, failed runs."""
 
-    try:
-        return conversation_text_from_record(record)
-    except (KeyError, TypeError, AttributeError):
-        where = f"{folder}: conversation {record.get('conversation_id', '?')}"
-        return conversation_text(validate(Dialogue, record, source=where, error=DataError))
+    batches: list[ScoredBatch]
+    stats: RunStats
+    failed: int
+
+
+def _score_span(model: str, folder: str, span: tuple[int, int], batch: int) -> ScoredSpan:
+    """Read one span of a run folder's dialogue file and score it in batches (in a worker or in-process)."""
+    from usersimcrs.core.run_folder import RunFolder
+
+    evaluator = _evaluator(model)
+    stats = RunStats()
+    batches: list[ScoredBatch] = []
+    pending: list[DialogueText] = []
+    failed = 0
+    for dialogue in RunFolder(folder).dialogue_texts(span):
+        failed += dialogue.status != "ok"
+        pending.append(dialogue)
+        if len(pending) >= batch:
+            batches.append(evaluator.score(pending, stats))
+            pending = []
+    if pending:
+        batches.append(evaluator.score(pending, stats))
+    return ScoredSpan(batches, stats, failed)
 
 
 def _cpu_seconds() -> float:
@@ -205,27 +208,6 @@ def _cpu_seconds() -> float:
 def _evaluator(path: str) -> Evaluator:
     """The loaded model of `path`, once per process (the main one and each worker)."""
     return Evaluator.load(path)
-
-
-def _score_chunk(path: str, chunk: list[ConversationText]) -> tuple[list[RunFileConversation], RunStats]:
-    """A worker's job: one batch of conversations scored with the model at `path`."""
-    stats = RunStats()
-    return _evaluator(path).predict(chunk, stats), stats
-
-
-def official_only(conversation: RunFileConversation) -> RunFileConversation:
-    """The conversation's predictions of the aspects the official rule reads (the others left out)."""
-    keep = set(OFFICIAL)
-    return RunFileConversation.model_construct(
-        conv_id=conversation.conv_id,
-        turns=[
-            RunFileTurn.model_construct(
-                turn_ind=t.turn_ind, turn_level_pred={k: v for k, v in t.turn_level_pred.items() if k in keep}
-            )
-            for t in conversation.turns
-        ],
-        dial_level_pred={k: v for k, v in conversation.dial_level_pred.items() if k in keep},
-    )
 
 
 class CrossValidationResult(BaseModel):

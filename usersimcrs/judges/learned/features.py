@@ -22,13 +22,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from usersimcrs.core.crsarena_eval import turn_index
 from usersimcrs.core.dialogue import AGENT, Dialogue
+from usersimcrs.core.dialogue_text import DialogueText, dialogue_text
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import parse_yaml_mapping
 
@@ -65,47 +65,60 @@ class CueLists(BaseModel):
 
 
 @dataclass(frozen=True)
-class Cue:
-    """One cue compiled for matching: single words as a set, phrases as one pattern over padded words."""
+class CueSet:
+    """Several cues compiled together, found in one pass over an utterance: single words through a
+    word -> cues table, phrases through one pattern tried at every position (longest phrase first;
+    a phrase that matches also counts for the phrases that are its first words)."""
 
-    words: frozenset[str]
+    names: tuple[str, ...]
+    words: dict[str, frozenset[str]]
+    word_set: frozenset[str]
     phrases: re.Pattern[str] | None
+    phrase_cues: dict[str, frozenset[str]]
 
     @classmethod
-    def of(cls, items: Iterable[str]) -> Cue:
-        words, phrases = set(), []
-        for item in items:
-            parts = tokens(item)
-            if len(parts) == 1:
-                words.add(parts[0])
-            elif parts:
-                phrases.append(re.escape(" " + " ".join(parts) + " "))
-        return cls(frozenset(words), re.compile("|".join(phrases)) if phrases else None)
+    def of(cls, lists: dict[str, Iterable[str]]) -> CueSet:
+        words: dict[str, set[str]] = {}
+        phrases: dict[str, set[str]] = {}
+        for name, items in lists.items():
+            for item in items:
+                parts = tokens(item)
+                if len(parts) == 1:
+                    words.setdefault(parts[0], set()).add(name)
+                elif parts:
+                    phrases.setdefault(" " + " ".join(parts) + " ", set()).add(name)
+        covered = {
+            phrase: frozenset(name for other, names in phrases.items() if phrase.startswith(other) for name in names)
+            for phrase in phrases
+        }
+        ordered = sorted(phrases, key=len, reverse=True)
+        pattern = re.compile("(?=(" + "|".join(map(re.escape, ordered)) + "))") if phrases else None
+        return cls(tuple(lists), {w: frozenset(n) for w, n in words.items()}, frozenset(words), pattern, covered)
 
-    def matches(self, token_set: frozenset[str], padded: str) -> bool:
-        if not self.words.isdisjoint(token_set):
-            return True
-        return self.phrases is not None and self.phrases.search(padded) is not None
+    def find(self, token_set: frozenset[str], padded: str) -> set[str]:
+        """The names of the cues the utterance (its word set and padded words) shows."""
+        hit: set[str] = set()
+        for word in self.word_set.intersection(token_set):
+            hit |= self.words[word]
+        if self.phrases is not None:
+            for phrase in self.phrases.findall(padded):
+                hit |= self.phrase_cues[phrase]
+        return hit
 
 
 @dataclass(frozen=True)
 class Cues:
-    """The compiled cue lists and the hash of the file they came from."""
+    """The compiled cue lists (user cues and assistant cues) and the hash of the file they came from."""
 
-    reject: Cue
-    accept: Cue
-    why: Cue
-    request: Cue
-    thanks: Cue
-    seen: Cue
-    complaint: Cue
-    self_talk: Cue
-    apology: Cue
-    closing: Cue
-    offer: Cue
+    user: CueSet
+    assistant: CueSet
     stopwords: frozenset[str]
     intents: dict[str, frozenset[str]]
     sha256: str
+
+
+USER_CUES = ("reject", "accept", "why", "request", "thanks", "seen", "complaint")
+ASSISTANT_CUES = ("self_talk", "apology", "closing", "offer")
 
 
 @functools.cache
@@ -115,17 +128,8 @@ def load_cues() -> Cues:
     source = f"usersimcrs/judges/learned/{CUES_FILE}"
     lists = validate(CueLists, parse_yaml_mapping(raw.decode("utf-8"), source=source), source=source)
     return Cues(
-        reject=Cue.of(lists.reject),
-        accept=Cue.of(lists.accept),
-        why=Cue.of(lists.why),
-        request=Cue.of(lists.request),
-        thanks=Cue.of(lists.thanks),
-        seen=Cue.of(lists.seen),
-        complaint=Cue.of(lists.complaint),
-        self_talk=Cue.of(lists.self_talk),
-        apology=Cue.of(lists.apology),
-        closing=Cue.of(lists.closing),
-        offer=Cue.of(lists.offer),
+        user=CueSet.of({name: getattr(lists, name) for name in USER_CUES}),
+        assistant=CueSet.of({name: getattr(lists, name) for name in ASSISTANT_CUES}),
         stopwords=frozenset(lists.stopwords.split()),
         intents={k: frozenset(v) for k, v in lists.intents.items()},
         sha256=hashlib.sha256(raw).hexdigest(),
@@ -163,9 +167,8 @@ class Reading:
         return len(self.words)
 
 
-@dataclass(frozen=True, slots=True)
-class TurnText:
-    """What the features read of one utterance: plain values, cheap to send to a worker process."""
+class TurnText(NamedTuple):
+    """What the features read of one utterance: plain values, cheap to build and to send to a worker."""
 
     assistant: bool
     text: str
@@ -178,46 +181,25 @@ ConversationText = tuple[str, list[TurnText]]
 """A conversation as the features read it: its ID and its utterances."""
 
 
-def conversation_text(dialogue: Dialogue) -> ConversationText:
-    """The plain values of `dialogue` the features read (item titles, user act intents, turn indices)."""
-    return (
-        dialogue.conversation_id,
-        [
-            TurnText(
-                assistant=u.participant == AGENT,
-                text=u.text,
-                turn_ind=turn_index(i, u),
-                items=tuple(t for t in ((item.title or item.id or "").strip().lower() for item in u.items) if t),
-                intents=frozenset(act.intent.upper() for act in u.dialogue_acts),
-            )
-            for i, u in enumerate(dialogue.utterances)
-        ],
-    )
-
-
-def conversation_text_from_record(record: dict) -> ConversationText:
-    """`conversation_text` straight from a stored dialogue record (no model validation: the hot path of
-    scoring large runs). A record without the fields it needs raises KeyError or TypeError."""
+def conversation_text(dialogue: Dialogue | DialogueText) -> ConversationText:
+    """The plain values of a conversation the features read (item titles, user act intents, turn
+    indices: the recorded `turn_ind`, else the utterance's position). A stored line read with
+    `RunFolder.dialogue_texts` and the same dialogue as a full `Dialogue` give the same values."""
+    if isinstance(dialogue, Dialogue):
+        dialogue = dialogue_text(dialogue)
     turns = []
-    for i, u in enumerate(record["utterances"]):
-        metadata = u.get("metadata") or {}
-        turn = metadata.get("turn_ind")
-        items = u.get("items") or ()
-        acts = u.get("dialogue_acts") or ()
+    for i, u in enumerate(dialogue.utterances):
+        turn = u.metadata.turn_ind if u.metadata is not None else None
         turns.append(
             TurnText(
-                assistant=u["participant"] == AGENT,
-                text=str(u["text"]),
-                turn_ind=turn if isinstance(turn, int) and not isinstance(turn, bool) else i,
-                items=tuple(t for t in ((x.get("title") or x.get("id") or "").strip().lower() for x in items) if t),
-                intents=frozenset(str(a["intent"]).upper() for a in acts),
+                u.participant == AGENT,
+                u.text,
+                turn if type(turn) is int else i,
+                tuple(t for t in ((x.title or x.id or "").strip().lower() for x in u.items) if t) if u.items else (),
+                frozenset(a.intent.upper() for a in u.dialogue_acts) if u.dialogue_acts else frozenset(),
             )
         )
-    return str(record["conversation_id"]), turns
-
-
-USER_CUES = ("reject", "accept", "why", "request", "thanks", "seen", "complaint")
-ASSISTANT_CUES = ("self_talk", "apology", "closing", "offer")
+    return dialogue.conversation_id, turns
 
 
 def read(turn: TurnText, cues: Cues) -> Reading:
@@ -233,13 +215,11 @@ def read(turn: TurnText, cues: Cues) -> Reading:
     else:
         titles, n_years = set(), 0
     titles.update(turn.items)
-    intents = turn.intents
-    flags = {}
-    for name in ASSISTANT_CUES if turn.assistant else USER_CUES:
-        cue: Cue = getattr(cues, name)
-        flags[name] = cue.matches(token_set, padded) or (
-            bool(intents) and not intents.isdisjoint(cues.intents.get(name, ()))
-        )
+    cue_set = cues.assistant if turn.assistant else cues.user
+    hit = cue_set.find(token_set, padded)
+    if turn.intents:
+        hit.update(name for name in cue_set.names if not turn.intents.isdisjoint(cues.intents.get(name, ())))
+    flags = {name: name in hit for name in cue_set.names}
     return Reading(
         words=words,
         terms=ngrams(words),
@@ -353,10 +333,12 @@ EXTRA_FEATURES = (
 """Whole-conversation features beside the aggregates of the turn features."""
 
 
-def conversation_features(conversation: Dialogue | ConversationText, cues: Cues | None = None) -> ConversationFeatures:
+def conversation_features(
+    conversation: Dialogue | DialogueText | ConversationText, cues: Cues | None = None
+) -> ConversationFeatures:
     """The features of every assistant turn of a conversation (in order) and its whole-conversation extras."""
     cues = cues or load_cues()
-    _, utterances = conversation_text(conversation) if isinstance(conversation, Dialogue) else conversation
+    _, utterances = conversation if isinstance(conversation, tuple) else conversation_text(conversation)
     readings = [read(u, cues) for u in utterances]
     assistant = [i for i, u in enumerate(utterances) if u.assistant]
     count = len(assistant)

@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Collection, Iterable, Literal, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from usersimcrs.core.crsarena_eval import BY_NAME, RunFileConversation, RunFileTurn
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.dialogue_text import DialogueText
 from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import DataError, UserError
 from usersimcrs.judges.learned.features import (
@@ -367,6 +368,43 @@ class TextVectors:
         return csr_matrix((weights, c, indptr), shape=(len(ids), size))
 
 
+@dataclass
+class ScoredBatch:
+    """A batch's predictions as arrays: per conversation its ID and assistant turn indices; the turn
+    predictions (one row per assistant turn, in conversation order) and the dialogue predictions (one
+    row per conversation), one column per aspect. Cheap to send between processes."""
+
+    conversation_ids: list[str]
+    turn_inds: list[list[int]]
+    turn_names: list[str]
+    turn_values: np.ndarray
+    dialogue_names: list[str]
+    dialogue_values: np.ndarray
+
+    def conversations(self, aspects: Collection[str] | None = None) -> list[RunFileConversation]:
+        """The predictions as run-file conversations, of the given aspects only (default: all)."""
+        turn_keep = [i for i, a in enumerate(self.turn_names) if aspects is None or a in aspects]
+        dial_keep = [i for i, a in enumerate(self.dialogue_names) if aspects is None or a in aspects]
+        turn_names = [self.turn_names[i] for i in turn_keep]
+        dial_names = [self.dialogue_names[i] for i in dial_keep]
+        turn_rows = self.turn_values[:, turn_keep].tolist()  # Python floats: indexing numpy per value is slow
+        dial_rows = self.dialogue_values[:, dial_keep].tolist()
+        out = []
+        start = 0
+        for n, (conversation_id, turn_inds) in enumerate(zip(self.conversation_ids, self.turn_inds)):
+            turns = [
+                RunFileTurn.model_construct(turn_ind=turn, turn_level_pred=dict(zip(turn_names, turn_rows[start + k])))
+                for k, turn in enumerate(turn_inds)
+            ]
+            start += len(turn_inds)
+            out.append(
+                RunFileConversation.model_construct(
+                    conv_id=conversation_id, turns=turns, dial_level_pred=dict(zip(dial_names, dial_rows[n]))
+                )
+            )
+        return out
+
+
 class Evaluator:
     """A loaded model ready to score conversations (numpy only; no scikit-learn needed)."""
 
@@ -404,21 +442,18 @@ class Evaluator:
         blend = aspect.spec.blend
         return blend * linear + (1.0 - blend) * aspect.trees.predict(x)
 
-    def predict(
-        self, conversations: Iterable[Dialogue | ConversationText], stats: RunStats | None = None
-    ) -> list[RunFileConversation]:
-        """Predictions for every conversation (clipped to each aspect's scale); one batch of model calls.
-
-        A conversation without an assistant turn gets no turn predictions and dialogue predictions
-        from its extras only (counted in `stats.without_assistant_turn`).
-        """
-        batch = [conversation_text(c) if isinstance(c, Dialogue) else c for c in conversations]
+    def score(
+        self, conversations: Iterable[Dialogue | DialogueText | ConversationText], stats: RunStats | None = None
+    ) -> ScoredBatch:
+        """Predictions for every conversation as arrays (clipped to each aspect's scale); one batch of
+        model calls. A conversation without an assistant turn gets no turn predictions and dialogue
+        predictions from its extras only (counted in `stats.without_assistant_turn`)."""
+        batch = [c if isinstance(c, tuple) else conversation_text(c) for c in conversations]
         features = [conversation_features(c, self.cues) for c in batch]
         if stats is not None:
             self._observe(batch, features, stats)
         turn_aspects = [a for a in self.aspects if a.spec.level == "turn"]
         dial_aspects = [a for a in self.aspects if a.spec.level == "dialogue"]
-        sizes = [f.hand.shape[0] for f in features]
         hand = np.vstack([f.hand for f in features]) if features else np.zeros((0, len(TURN_FEATURES)))
         scaled = (hand - self.turn_mean) / self.turn_scale
         known: dict[int, list[int]] = {}  # a user turn is the reaction to one reply and the request of the next
@@ -427,38 +462,36 @@ class Evaluator:
             for block in TEXT_BLOCKS
         }
         columns = [self._predict(a, hand, scaled, text) for a in turn_aspects + self.proxies]
-        raw = np.column_stack(columns[: len(turn_aspects)]) if turn_aspects else None
-        bounds = np.cumsum([0, *sizes])
         dial_x = dialogue_matrix(features, np.column_stack(columns) if columns else np.zeros((len(hand), 0)))
         dial_scaled = (dial_x - self.dial_mean) / self.dial_scale
-        dial = {
-            a.spec.name: np.clip(self._predict(a, dial_x, dial_scaled, {}), a.spec.low, a.spec.high)
-            for a in dial_aspects
-        }
-        if raw is not None:
-            low = np.asarray([a.spec.low for a in turn_aspects])
-            high = np.asarray([a.spec.high for a in turn_aspects])
-            turn_values = np.clip(raw, low, high)
-        else:
-            turn_values = np.zeros((0, 0))
-        out = []
-        turn_names = [a.spec.name for a in turn_aspects]
-        turn_rows = turn_values.tolist()  # Python floats: indexing numpy per value is slow
-        dial_names = list(dial)
-        dial_rows = np.column_stack([dial[name] for name in dial_names]).tolist() if dial_names else []
-        for n, ((conversation_id, _), f, start) in enumerate(zip(batch, features, bounds[:-1])):
-            turns = [
-                RunFileTurn.model_construct(turn_ind=turn, turn_level_pred=dict(zip(turn_names, turn_rows[start + k])))
-                for k, turn in enumerate(f.turn_inds)
-            ]
-            out.append(
-                RunFileConversation.model_construct(
-                    conv_id=conversation_id,
-                    turns=turns,
-                    dial_level_pred=dict(zip(dial_names, dial_rows[n])) if dial_names else {},
-                )
+        low = np.asarray([a.spec.low for a in turn_aspects])
+        high = np.asarray([a.spec.high for a in turn_aspects])
+        turn_values = (
+            np.clip(np.column_stack(columns[: len(turn_aspects)]), low, high)
+            if turn_aspects
+            else np.zeros((len(hand), 0))
+        )
+        dial_values = (
+            np.column_stack(
+                [np.clip(self._predict(a, dial_x, dial_scaled, {}), a.spec.low, a.spec.high) for a in dial_aspects]
             )
-        return out
+            if dial_aspects
+            else np.zeros((len(batch), 0))
+        )
+        return ScoredBatch(
+            conversation_ids=[conversation_id for conversation_id, _ in batch],
+            turn_inds=[f.turn_inds for f in features],
+            turn_names=[a.spec.name for a in turn_aspects],
+            turn_values=turn_values,
+            dialogue_names=[a.spec.name for a in dial_aspects],
+            dialogue_values=dial_values,
+        )
+
+    def predict(
+        self, conversations: Iterable[Dialogue | DialogueText | ConversationText], stats: RunStats | None = None
+    ) -> list[RunFileConversation]:
+        """`score` as run-file conversations (every aspect of the model)."""
+        return self.score(conversations, stats).conversations()
 
     def _observe(self, batch: list[ConversationText], features: list[ConversationFeatures], stats: RunStats) -> None:
         stats.assistant_words = stats.assistant_words if stats.assistant_words is not None else []
