@@ -4,8 +4,10 @@ Per turn aspect: a ridge regression over the standardised turn features and the 
 words of three text blocks, and gradient-boosted trees over the turn features; the ridge penalty
 and the blend of the two are chosen by a 5-fold cross-validation grouped by conversation (the
 pooled out-of-fold Pearson r of the official rule decides; Spearman breaks ties). Per dialogue
-aspect the same over aggregates of the turn features and of the turn models' out-of-fold
-predictions (stacking). The fitted numbers go into a plain-data `LearnedModel`.
+aspect a turn-level proxy (a ridge predicting the conversation's rating from each turn's numeric
+features and user words), then a ridge over a compact set (aggregates of the turn models' and its
+proxy's out-of-fold predictions, whole-conversation counts, means of the reply features) blended
+with trees over every aggregate (stacking). The fitted numbers go into a plain-data `LearnedModel`.
 
 `cross_validate` estimates how well this whole procedure (selection included) agrees with humans:
 each outer fold trains a model on the other folds and predicts its own conversations; grouping

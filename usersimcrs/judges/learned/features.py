@@ -4,10 +4,11 @@ dialogue acts where a simulator annotated them); no LLM, no network.
 
 Per assistant turn, with P the user turn before it and N the user turn after it (the user's
 reaction): how long the reply is, how many titles it names and whether it is a list, whether it
-asks a question, talks about itself or apologises, how much it repeats earlier replies and titles
-and itself, how much of P it picks up; what P asks for (recommendations, reasons) and whether P
-already complained; whether N accepts, rejects, asks why, repeats P's request or picks up the
-reply's titles; the turn's position. A few products pair a request with the kind of reply (a
+asks a question or for preferences, talks about itself, apologises, closes politely or announces an
+offer without naming a title, how much it repeats earlier replies and titles and itself, how much
+of P it picks up; what P asks for (recommendations, reasons) and whether P already complained;
+whether N accepts, rejects, thanks, has seen it, complains, asks why, repeats P's request or picks
+up the reply's titles, and whether N is the user's last word; the turn's position. A few products pair a request with the kind of reply (a
 "why?" answered with a list). The cue words are data (`cues.yaml`); the model records their hash.
 Any change to what these functions compute must raise `FEATURES_VERSION`, which makes models
 trained before refuse to load.
