@@ -20,9 +20,9 @@ install: $(BIN)/.installed
 demo: install
 	$(BIN)/usersimcrs quickstart --output runs/demo
 
-## the whole test suite, after lint, format, types and the import-layer contracts
+## the whole test suite, after lint, format, types and the import-layer contracts; one pytest worker per CPU (pytest-xdist)
 test: install check
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 ## ruff (lint and format), mypy, import-linter (the layer order of docs/design.md)
 check: install
@@ -32,7 +32,7 @@ check: install
 	$(BIN)/lint-imports
 
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not embedded and not slow"
+	$(BIN)/python -m pytest -q -n auto -m "not embedded and not slow"
 
 bench: install
 	$(BIN)/python -m benchmarks --quick
