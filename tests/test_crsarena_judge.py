@@ -130,3 +130,31 @@ def test_judge_rates_every_turn_and_the_dialogue_with_one_shared_prefix(corpus, 
     assert len(from_file) == 7 * 7 and from_file.equals(stored)
     n = table[(table["evaluator"] == "file") & (table["statistic"] == "pearson")].set_index("aspect")["n"]
     assert n["relevance"] == 13 and n["dialogue_overall"] == 6
+
+
+def test_judging_a_converted_corpus_judges_each_cell_where_export_and_meta_eval_read(corpus, server_url, capsys):
+    """`judge CORPUS` on the matrix a conversion writes (it also holds a dialogues.jsonl of all conversations)
+    judges cell by cell: every judgment lands in its cell, the summary sums the cells, and --limit counts
+    conversations over all cells."""
+    cells = sorted((corpus / "cells").iterdir())
+    dialogues = {cell.name: load_run(cell).dialogues for cell in cells}
+    expected = sum(DIALOGUE_ASPECTS * len(ds) + TURN_ASPECTS * sum(len(d.agent_turns) for d in ds)
+                   for ds in dialogues.values())  # fmt: skip
+    capsys.readouterr()
+    assert judge(corpus, server_url, "--dry-run") == 0
+    assert json.loads(capsys.readouterr().out)["calls"] == expected
+    assert judge(corpus, server_url, "--limit", "4") == 0
+    limited = json.loads(capsys.readouterr().out)
+    assert limited["conversations"] == 6 and limited["judged"] == 4
+    assert judge(corpus, server_url) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["judged"] == 2 and summary["already_done"] == 4 and summary["conversations"] == 6
+    assert not (corpus / "judgments.jsonl").exists()  # nothing beside the cells, where no reader looks
+    written = 0
+    for cell in cells:
+        records = load_run(cell).judgments
+        assert {r["conversation_id"] for r in records} == {d.conversation_id for d in dialogues[cell.name]}
+        written += len(records)
+    assert written == expected
+    assert main(["export-run", str(corpus), "-o", str(corpus.parent / "run.json")]) == 0
+    assert len(read_run_file(corpus.parent / "run.json")) == 6

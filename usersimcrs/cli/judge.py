@@ -41,10 +41,15 @@ def _price(text: str) -> tuple[float, float]:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "judge", help="score a run's conversations with an LLM judge (quality, core12, pepper, persuasiveness)"
+        "judge", help="score the conversations of a run (or of every cell of a matrix) with a judge"
     )
-    parser.add_argument("run_dir", help="run folder")
-    parser.add_argument("--judge", required=True, help="quality | core12 | pepper | persuasiveness (or a plug-in)")
+    parser.add_argument("run_dir", help="run folder, or a matrix (each written cell is judged)")
+    parser.add_argument(
+        "--judge",
+        required=True,
+        help="quality | core12 | pepper | persuasiveness | crsarena (CRSArena-Eval's aspects) | learned (the zero-LLM "
+        "evaluator; --model names its file) | a plug-in",
+    )
     parser.add_argument(
         "--debate", action="store_true", help="with --judge core12: add CoRE's multi-agent debate score"
     )

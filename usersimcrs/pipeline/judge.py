@@ -4,7 +4,9 @@ Appends to the run folder's judgments, resumable per (conversation, judge, name,
 same model stored is not redone, while another model judges again and its judgments live side by
 side. Invalid conversations (failed, fewer than two system turns) are skipped and counted unless
 `include_invalid`. Token usage goes to the run's manifest (overall, per judge, per model). Judging
-holds the folder's writer lock; a file whose conversation IDs repeat is refused unless `dedupe`.
+holds the folder's writer lock; a file whose conversation IDs repeat is refused unless `dedupe`. A
+matrix (simulated, or a converted human corpus such as CRSArena-Eval's) is judged cell by cell, each
+cell's judgments in its own folder, where `export-run` and `meta-eval` read them.
 
 A permanent LLM failure (refused key, unknown model, wrong URL) or a configuration error stops the
 whole judging at once with a `UserError` naming the model and server: rows already written stay,
@@ -15,6 +17,7 @@ tokens without calling any model.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +30,18 @@ from usersimcrs.judges.estimate import PlannedModel
 from usersimcrs.judges.runner import JudgeUsage
 from usersimcrs.llm.config import LLMConfig
 
+JUDGE_NAMES_HELP = (
+    "quality | core12 | pepper | persuasiveness | crsarena (CRSArena-Eval's aspects) | learned (the zero-LLM "
+    "evaluator; --model names its file) | a plug-in"
+)
+
 
 class JudgeRequest(BaseModel):
     """What to judge and how: the options of ``usersimcrs judge`` as one typed value."""
 
     model_config = ConfigDict(extra="forbid")
 
-    judge: str = Field(description="quality | core12 | pepper | persuasiveness (or a plug-in)")
+    judge: str = Field(description=JUDGE_NAMES_HELP)
     debate: bool = Field(default=False, description="with core12: add CoRE's multi-agent debate score")
     rubric: str | None = Field(default=None, description="a rubric YAML replacing the judge's built-in one")
     debate_roles: str | None = Field(default=None, description="a debate YAML replacing the built-in roles")
@@ -251,16 +259,21 @@ async def judge_async(
     models: dict[str, dict[str, Any]] | None = None,
     progress: bool = False,
 ) -> JudgeResult:
-    """Judge the run in `run_dir` as `request` says; see the module docstring.
+    """Judge the run in `run_dir` (each written cell, when it is a matrix) as `request` says; see the module
+    docstring.
 
     `llm` replaces the run's LLM settings (and the request's overrides); `models` is a models map
     (component -> LLM settings) used instead of `request.models_file`; `progress` shows a bar on a
     terminal.
     """
+    from usersimcrs.core.matrix_folder import MatrixFolder
     from usersimcrs.core.run_folder import RunFolder
     from usersimcrs.core.secrets import Secrets, scrubbing_logs
     from usersimcrs.judges.components import load_models_map
 
+    matrix = MatrixFolder(run_dir)
+    if matrix.is_matrix():  # a matrix (simulated, or a converted human corpus): every written cell in turn
+        return await _judge_matrix(matrix, request, llm=llm, models=models, progress=progress)
     folder = RunFolder(run_dir)
     if not folder.has_dialogues():
         raise UserError(f"{folder.path}: no {folder.dialogues_path.name} (is this a run folder?)")
@@ -272,6 +285,110 @@ async def judge_async(
             models = load_models_map(request.models_file) if request.models_file else {}
         with scrubbing_logs(Secrets.from_config({"llm": config, "models": models})):
             return await _judge_locked(folder, judge, request, config, models, progress)
+
+
+async def _judge_matrix(
+    matrix: Any,
+    request: JudgeRequest,
+    *,
+    llm: LLMConfig | None,
+    models: dict[str, dict[str, Any]] | None,
+    progress: bool,
+) -> JudgeResult:
+    """Judge each written cell of `matrix` as its own run (its own LLM settings, lock and judgments file);
+    `request.limit` counts conversations over all cells."""
+    results: list[JudgeResult] = []
+    remaining = request.limit
+    for cell in matrix.written_cells():
+        cell_request = request if remaining is None else request.model_copy(update={"limit": max(0, remaining)})
+        result = await judge_async(cell.run_dir, cell_request, llm=llm, models=models, progress=progress)
+        results.append(result)
+        if remaining is not None:
+            remaining -= result.to_judge
+    if not results:
+        raise UserError(f"{matrix.path}: no cell holds conversations to judge")
+    pattern = Path(results[0].judgments_path)
+    return merge_results(results, str(matrix.cells_dir / "*" / pattern.name))
+
+
+def _sum_counts(*mappings: dict[str, int]) -> dict[str, int]:
+    out: Counter[str] = Counter()
+    for mapping in mappings:
+        out.update(mapping)
+    return dict(out)
+
+
+def _sum_usage(usages: list[JudgeUsage]) -> JudgeUsage:
+    return JudgeUsage(**{name: sum(getattr(u, name) for u in usages) for name in JudgeUsage.model_fields})
+
+
+def _sum_planned(planned: list[PlannedModel]) -> PlannedModel:
+    costs = [p.cost_usd for p in planned]
+    return planned[0].model_copy(
+        update={
+            **{
+                k: sum(getattr(p, k) for p in planned)
+                for k in ("calls", "prompt_tokens", "completion_tokens", "total_tokens")
+            },
+            "cost_usd": None if None in costs else round(sum(c for c in costs if c is not None), 6),
+        }
+    )
+
+
+def _merge_dry_runs(estimates: list[DryRunEstimate]) -> DryRunEstimate:
+    by_model: dict[str, list[PlannedModel]] = {}
+    for estimate in estimates:
+        for model, planned in estimate.models.items():
+            by_model.setdefault(model, []).append(planned)
+    costs = [e.cost_usd for e in estimates]
+    one_round = [e.debate_one_round for e in estimates if e.debate_one_round is not None]
+    return DryRunEstimate(
+        calls=sum(e.calls for e in estimates),
+        prompt_tokens=sum(e.prompt_tokens for e in estimates),
+        completion_tokens=sum(e.completion_tokens for e in estimates),
+        total_tokens=sum(e.total_tokens for e in estimates),
+        models={model: _sum_planned(planned) for model, planned in by_model.items()},
+        cost_usd=None if None in costs else round(sum(c for c in costs if c is not None), 6),
+        debate_one_round=_sum_counts(*one_round) if one_round else None,
+        note=estimates[0].note,
+    )
+
+
+def merge_results(results: list[JudgeResult], judgments_path: str) -> JudgeResult:
+    """One result for the judgings of several run folders (a matrix's cells): counts, usage and plans summed."""
+    first = results[0]
+    by_model: dict[str, list[ModelTotals]] = {}
+    for result in results:
+        for model, totals in result.by_model.items():
+            by_model.setdefault(model, []).append(totals)
+    failures = _sum_counts(*({f.reason: f.count for f in r.failures} for r in results))
+    estimates = [r.dry_run for r in results if r.dry_run is not None]
+    return JudgeResult(
+        judge=first.judge,
+        judgments_path=judgments_path,
+        models={name: model for r in results for name, model in r.models.items()},
+        conversations=sum(r.conversations for r in results),
+        to_judge=sum(r.to_judge for r in results),
+        judged=sum(r.judged for r in results),
+        already_done=sum(r.already_done for r in results),
+        skipped_invalid=_sum_counts(*(r.skipped_invalid for r in results)),
+        judgments_written=sum(r.judgments_written for r in results),
+        statuses=_sum_counts(*(r.statuses for r in results)),
+        failed=sum(r.failed for r in results),
+        asked=sum(r.asked for r in results),
+        failures=[FailureCount(reason=r, count=n) for r, n in Counter(failures).most_common()],
+        max_failed_share=first.max_failed_share,
+        usage=_sum_usage([r.usage for r in results]),
+        by_model={
+            model: ModelTotals(
+                judgments=sum(t.judgments for t in totals),
+                statuses=_sum_counts(*(t.statuses for t in totals)),
+                usage=_sum_usage([t.usage for t in totals]),
+            )
+            for model, totals in by_model.items()
+        },
+        dry_run=_merge_dry_runs(estimates) if estimates else None,
+    )
 
 
 async def _judge_locked(
