@@ -1,7 +1,7 @@
 """A path given to meta-eval or fidelity: one run folder, or a matrix (simulated or converted human corpus).
 
 Both commands accept either; this module turns the path into a list of run folders with the CRS and
-simulator each one belongs to, using the one matrix layout (`discover_cells`) and the one run reader.
+simulator each one belongs to, using the one matrix layout (`MatrixFolder`) and the one run reader.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from usersimcrs.analysis.compare import discover_cells, is_matrix_dir
+from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import Duplicates, Run, RunFolder, load_run
 from usersimcrs.errors import DataError
 
@@ -33,10 +33,11 @@ def load_sources(path: str | Path, *, dedupe: bool = False) -> list[RunSource]:
     if not path.exists():
         raise DataError(f"{path}: no such folder")
     duplicates: Duplicates = "first" if dedupe else "refuse"
-    if is_matrix_dir(path):
+    matrix = MatrixFolder(path)
+    if matrix.is_matrix():
         sources = [
             RunSource(c.name, c.crs, c.simulator, load_run(c.run_dir, duplicates=duplicates))
-            for c in discover_cells(path)
+            for c in matrix.written_cells()
         ]
     else:
         folder = RunFolder(path)
