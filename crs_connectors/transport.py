@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 POOL_KEY = "crs_connectors.transport:CRSPool"  # where the engine keeps the run's pool (RunContext.shared)
+PREPARED_KEY = "crs_connectors.transport:prepared"  # per-run: options object -> its headers, secrets, policy
 READ_CHUNK = 65536
 
 
@@ -217,6 +218,30 @@ def _make_direct_connector(aiohttp: Any) -> type[aiohttp.TCPConnector]:
     return DirectTCPConnector
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """What a transport derives from its options alone (one per run and options object)."""
+
+    headers: dict[str, str]
+    secrets: Secrets
+    request_headers: dict[str, str]
+    json_headers: dict[str, str]
+    policy: RetryPolicy
+
+    @classmethod
+    def of(cls, options: HTTPOptions, run_secrets: Secrets) -> _Prepared:
+        secret_headers = headers_from_env(options.headers_env, section="crs")
+        headers = {**options.headers, **secret_headers}
+        request_headers = {"User-Agent": "usersimcrs", "Accept": "application/json, text/plain;q=0.9", **headers}
+        return cls(
+            headers=headers,
+            secrets=Secrets(secret_headers.values()) + run_secrets,
+            request_headers=request_headers,
+            json_headers={"Content-Type": "application/json", **request_headers},
+            policy=RetryPolicy(attempts=options.retries + 1, base_s=options.backoff_s, cap_s=options.max_backoff_s),
+        )
+
+
 class HTTPTransport:
     """One conversation's HTTP channel: retries, timeouts, size limit and (optionally) its own cookies."""
 
@@ -232,25 +257,37 @@ class HTTPTransport:
             self._pool = CRSPool()
         self.keep_cookies = keep_cookies
         self._jar: Any = None  # made on first use: an aiohttp CookieJar, or httpx.Cookies on the httpx path
-        secret_headers = headers_from_env(options.headers_env, section="crs")
-        headers = {**options.headers, **secret_headers}
-        self._headers = headers
         run_secrets = getattr(context, "secrets", None)
-        self.secrets = Secrets(secret_headers.values()) + (
-            run_secrets if isinstance(run_secrets, Secrets) else Secrets()
-        )
-        self._request_headers = {"User-Agent": "usersimcrs", "Accept": "application/json, text/plain;q=0.9", **headers}
-        # built once: nothing per turn that does not depend on the turn
-        self._json_headers = {"Content-Type": "application/json", **self._request_headers}
+        run_secrets = run_secrets if isinstance(run_secrets, Secrets) else Secrets()
+        # what depends on the options alone (headers, secrets, retry policy) is built once per run, not per
+        # conversation: the options object is the run's, shared by every conversation's connector
+        memo = run_cache.setdefault(PREPARED_KEY, {}) if isinstance(run_cache, dict) else {}
+        known = memo.get(id(options))
+        if known is None or known[0] is not options or known[1] is not run_secrets:
+            known = memo[id(options)] = (options, run_secrets, _Prepared.of(options, run_secrets))
+        prepared: _Prepared = known[2]
+        self._headers = prepared.headers
+        self.secrets = prepared.secrets
+        self._request_headers = prepared.request_headers
+        self._json_headers = prepared.json_headers
         self._urls: dict[str, Any] = {}  # URL text -> parsed yarl URL (the aiohttp path)
-        self._rng = random.Random(seed_for(getattr(context, "run_seed", 0), seed_key))
-        self._policy = RetryPolicy(attempts=options.retries + 1, base_s=options.backoff_s, cap_s=options.max_backoff_s)
+        self._seed = (getattr(context, "run_seed", 0), seed_key)
+        self._rng_made: random.Random | None = None  # made from `_seed` when a retry first waits
+        self._policy = prepared.policy
         self.attempts = 0
 
     def reset_session(self, seed_key: str, run_seed: int = 0) -> None:
         """Forget cookies and reseed the backoff jitter for a new conversation."""
         self._jar = None
-        self._rng = random.Random(seed_for(run_seed, seed_key))
+        self._seed = (run_seed, seed_key)
+        self._rng_made = None
+
+    @property
+    def _rng(self) -> random.Random:
+        """This conversation's backoff jitter, seeded by (run seed, conversation): made only when needed."""
+        if self._rng_made is None:
+            self._rng_made = random.Random(seed_for(*self._seed))
+        return self._rng_made
 
     @property
     def cookies(self) -> list[str]:

@@ -176,7 +176,10 @@ class ConversationRunner:
             items = [self.context.items.resolve(i) if i.id is None and i.resolution is None else i for i in items]
         metadata: dict[str, Any] = {"items_from_text": True} if reply.items_from_text else {}
         # JSON-safe and bounded in depth (two levels left for the utterance's metadata) before it is measured
-        raw, repairs = repair_value(reply.raw, max_depth=MAX_DEPTH - 2)
+        if is_clean_json(reply.raw, MAX_DEPTH - 2):  # nothing to repair: bounded_raw copies it as it is
+            raw, repairs = reply.raw, None
+        else:
+            raw, repairs = repair_value(reply.raw, max_depth=MAX_DEPTH - 2)
         metadata.update(bounded_raw(raw))
         if repairs:
             metadata["repairs"] = merge_counts(repairs)
