@@ -497,8 +497,11 @@ def _over_limit(declared: str | None, limit: int) -> bool:
 
 async def _read_limited_aiohttp(response: aiohttp.ClientResponse, limit: int) -> bytes:
     """The body, reading at most `limit` bytes; more is a retryable 'reply over <limit>'."""
-    if _over_limit(response.headers.get("Content-Length"), limit):
+    declared = response.headers.get("Content-Length")
+    if _over_limit(declared, limit):
         raise Retryable(f"reply over {format_size(limit)}")
+    if declared is not None and declared.isdigit() and "Content-Encoding" not in response.headers:
+        return await response.read()  # framed by its length (within the limit), nothing to inflate: one read
     chunks: list[bytes] = []
     size = 0
     while chunk := await response.content.read(READ_CHUNK):
