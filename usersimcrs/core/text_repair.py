@@ -58,7 +58,7 @@ def is_clean_json(value: Any, max_depth: int = MAX_DEPTH) -> bool:
     `repair_value` would then give an equal value and count nothing. Reads without copying."""
     kind = type(value)
     if kind is str:
-        return clean_text(value)
+        return value.isascii() or clean_text(value)
     if kind is float:
         return math.isfinite(value)
     if value is None or kind is int or kind is bool:
@@ -66,11 +66,17 @@ def is_clean_json(value: Any, max_depth: int = MAX_DEPTH) -> bool:
     if kind is dict:
         if max_depth <= 0:
             return False
-        return all(type(k) is str and clean_text(k) and is_clean_json(v, max_depth - 1) for k, v in value.items())
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or clean_text(key)) or not is_clean_json(item, max_depth - 1):
+                return False
+        return True
     if kind is list:
         if max_depth <= 0:
             return False
-        return all(is_clean_json(v, max_depth - 1) for v in value)
+        for item in value:
+            if not is_clean_json(item, max_depth - 1):
+                return False
+        return True
     return False  # a tuple, another mapping, an object: the full repair decides
 
 

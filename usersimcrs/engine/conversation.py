@@ -241,7 +241,8 @@ def repair_utterance(utterance: Utterance) -> Utterance:
 def _needs_repair(utterance: Utterance) -> bool:
     """Whether `repair_utterance` would change anything (a lone surrogate, a non-finite score, metadata
     that is not plain JSON within `MAX_DEPTH`); False for the common, clean utterance."""
-    if not clean_text(utterance.text):
+    text = utterance.text
+    if not (text.isascii() or clean_text(text)):
         return True
     for act in utterance.dialogue_acts:
         for slot in act.slot_values:
@@ -249,7 +250,7 @@ def _needs_repair(utterance: Utterance) -> bool:
                 return True
     for item in utterance.items:
         for value in (item.id, item.title, item.raw):
-            if isinstance(value, str) and not clean_text(value):
+            if isinstance(value, str) and not (value.isascii() or clean_text(value)):
                 return True
         if item.score is not None and not math.isfinite(item.score):
             return True
