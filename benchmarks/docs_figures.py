@@ -35,6 +35,16 @@ def _load(values: Any) -> str:
     return " / ".join(f"{v:.2f}" for v in values) if values else "not recorded"
 
 
+def _speed(speed: Any) -> str:
+    """The machine-speed reference of the run (benchmarks/reference.py), when the results hold one."""
+    if not isinstance(speed, dict):
+        return ""
+    return (
+        f"Machine speed ({speed.get('reference')}): {_fmt(speed.get('cpu_s_at_start'))} s at the start, "
+        f"{_fmt(speed.get('cpu_s_at_end'))} s at the end. "
+    )
+
+
 def headline_table(scenarios: dict[str, Any]) -> list[str]:
     lines = ["| | headline | value | target | met |", "|---|---|---|---|---|"]
     for key, row in scenarios.items():
@@ -73,7 +83,8 @@ def render(results: dict[str, Any]) -> str:
         f"({machine.get('processor')}), {machine.get('memory_gb')} GB, Python {machine.get('python')}, "
         f"event loop {results.get('event_loop')}; load average {_load(results.get('load_average_at_start'))} "
         f"at the start, {_load(results.get('load_average_at_end'))} at the end; {results.get('wall_s')} s. "
-        "Every figure below is from this one run (`benchmarks/results.json`).",
+        + _speed(results.get("machine_speed"))
+        + "Every figure below is from this one run (`benchmarks/results.json`).",
         "",
         *headline_table(scenarios),
         "",

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks import scenarios as sc
+from benchmarks.reference import describe as describe_reference
+from benchmarks.reference import reference_cpu_s
 from benchmarks.server import crs_server, llm_server
 from benchmarks.setups import real_crs_options
 from usersimcrs.engine.loop import resolve_loop
@@ -215,7 +217,12 @@ def run(mode: str, output: Path | None, *, jitter_ms: float = 0.0, keep: bool = 
     work = Path(tempfile.mkdtemp(prefix="usersimcrs-bench-"))
     started = time.perf_counter()
     load_at_start = os.getloadavg() if hasattr(os, "getloadavg") else None
-    print(f"usersimcrs benchmarks ({mode}); load average {load_at_start}; work folder {work}", flush=True)
+    speed_at_start = reference_cpu_s()
+    print(
+        f"usersimcrs benchmarks ({mode}); load average {load_at_start}; machine speed {speed_at_start} "
+        f"({describe_reference()}); work folder {work}",
+        flush=True,
+    )
     try:
         rows = run_all(sizes, work, jitter_ms)
     finally:
@@ -224,17 +231,27 @@ def run(mode: str, output: Path | None, *, jitter_ms: float = 0.0, keep: bool = 
         else:
             shutil.rmtree(work, ignore_errors=True)
     load_at_end = os.getloadavg() if hasattr(os, "getloadavg") else None
+    speed_at_end = reference_cpu_s()
     print()
     print(table(rows))
     print()
     print(client_table(rows))
     print(f"\nload average at the start {load_at_start}, at the end {load_at_end} (2 idle cores read about 0)")
+    print(
+        f"machine speed at the start {speed_at_start} s, at the end {speed_at_end} s ({describe_reference()}; "
+        "divide a CPU figure by it to compare machines)"
+    )
     results = {
         "mode": mode,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine(),
         "load_average_at_start": load_at_start,
         "load_average_at_end": load_at_end,
+        "machine_speed": {
+            "reference": describe_reference(),
+            "cpu_s_at_start": speed_at_start,
+            "cpu_s_at_end": speed_at_end,
+        },
         "event_loop": resolve_loop("auto"),  # the runs use the default `event_loop: auto`
         "llm_server": {
             "latency_ms": sc.LATENCY_S * 1000,

@@ -23,6 +23,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from benchmarks.reference import describe as describe_reference
+from benchmarks.reference import reference_cpu_s
 from benchmarks.scenarios import RunFigures, timed_run
 from benchmarks.server import ServedURL, crs_server, llm_server
 from benchmarks.setups import REAL_TURNS, real_catalogue, real_crs_options, real_workload_config
@@ -161,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="usersimcrs-real-"))
     started = time.perf_counter()
+    speed_at_start = reference_cpu_s()
     with (
         llm_server(args.latency_ms, fixed_booleans=False) as llm_url,
         crs_server("ievalm", *real_crs_options()) as crs_url,
@@ -178,7 +181,17 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(
         json.dumps(
-            {"workload": workload(), "runs": figures, "wall_s": round(time.perf_counter() - started, 1)}, indent=2
+            {
+                "workload": workload(),
+                "runs": figures,
+                "machine_speed": {
+                    "reference": describe_reference(),
+                    "cpu_s_at_start": speed_at_start,
+                    "cpu_s_at_end": reference_cpu_s(),
+                },
+                "wall_s": round(time.perf_counter() - started, 1),
+            },
+            indent=2,
         )
     )
     return 0

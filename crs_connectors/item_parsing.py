@@ -82,7 +82,7 @@ def resolve_titles(titles: list[str], items: ItemCollection | None) -> list[Item
     """
     if items is None or not len(items):
         return [ItemRef(title=title, raw=title) for title in titles]
-    return [items.resolve(ItemRef(title=title, raw=title)) for title in titles]
+    return [items.resolve_title(title) for title in titles]
 
 
 def items_from_text(text: str, items: ItemCollection | None, *, mentions: bool = True) -> list[ItemRef]:

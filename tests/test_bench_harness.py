@@ -122,6 +122,9 @@ def test_bench_writes_both_workloads_to_the_named_folder_and_leaves_the_checkout
     assert done.returncode in (0, 1), done.stderr[-2000:]  # 1: a target missed (tiny sizes and a busy machine)
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["mode"] == "tiny" and len(results["load_average_at_start"]) == 3
+    speed = results["machine_speed"]  # the machine-speed reference, measured in the same run
+    assert speed["cpu_s_at_start"] > 0 and speed["cpu_s_at_end"] > 0 and "additions" in speed["reference"]
+    assert f"machine speed at the start {speed['cpu_s_at_start']} s" in done.stdout
     rows = results["scenarios"]
     for key in ("R1", "R1-cpu", "R1-conv", "R5", "R7", "R7-start", "B1", "B1-128", "B1-cpu", "B7"):
         assert rows[key]["value"] is not None, (key, rows[key])  # measured, not an error row
@@ -164,3 +167,18 @@ def test_the_figures_of_docs_benchmarks_are_those_of_the_committed_results():
     from benchmarks.docs_figures import main as docs_figures
 
     assert docs_figures(["--check"]) == 0  # regenerate: python -m benchmarks.docs_figures
+
+
+def test_the_machine_speed_reference_is_the_cpu_time_of_a_fixed_workload_and_reaches_the_page():
+    """Issue #22: CPU ms per call from different machines are compared through a reference measured in the
+    same run (benchmarks/reference.py); docs_figures prints it when the results hold one."""
+    from benchmarks.docs_figures import RESULTS, render
+    from benchmarks.reference import describe, reference_cpu_s
+
+    small = reference_cpu_s(additions=200_000, slices=2)
+    assert 0 < small < 5 and "additions" in describe()
+    results = json.loads(RESULTS.read_text(encoding="utf-8"))
+    results["machine_speed"] = {"reference": describe(), "cpu_s_at_start": 1.25, "cpu_s_at_end": 1.5}
+    assert "1.25 s at the start, 1.5 s at the end" in render(results)
+    results.pop("machine_speed")
+    assert "Machine speed" not in render(results)  # results older than the reference render as before

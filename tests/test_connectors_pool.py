@@ -105,3 +105,71 @@ def test_a_pool_survives_a_second_event_loop(ievalm):
     second = asyncio.run(scripted_conversation(section, context, MESSAGES[:1]))  # the old loop's session is let go
     assert first[1][0].text == second[1][0].text
     asyncio.run(pool.aclose())
+
+
+def test_the_pool_connects_a_single_ipv4_address_directly_and_reads_a_refusal_as_before(monkeypatch):
+    """Issue #22: one IPv4 address is connected with the loop's create_connection (not aiohappyeyeballs and
+    uvloop's sock_connect); an HTTP/1.0 server gets a new connection every turn, and a refused connection
+    keeps aiohttp's wording, so the failure reason does not change."""
+    import socket
+
+    import aiohappyeyeballs
+
+    from crs_connectors.transport import direct_connector_class
+    from usersimcrs.errors import ConnectorError
+
+    def not_this_way(*args, **kwargs):
+        raise AssertionError("a single IPv4 address went through aiohappyeyeballs")
+
+    monkeypatch.setattr(aiohappyeyeballs, "start_connection", not_this_way)
+    server = serve("ievalm", close_after_reply=True)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # a port nothing listens on
+
+    async def main() -> None:
+        context, pool = pooled_context()
+        session = pool.session()
+        assert type(session.connector) is direct_connector_class()
+        assert direct_connector_class().__name__ == "DirectTCPConnector"  # aiohttp's hook still fits
+        connector = build_connector({"type": "crs_arena", "url": server.url}, context)
+        await connector.open("c")
+        dialogue = Dialogue(conversation_id="c")
+        for text in MESSAGES[:3]:
+            user = Utterance(participant=USER, text=text)
+            reply = await connector.reply(dialogue, user)
+            dialogue.add(user)
+            dialogue.add(Utterance(participant=AGENT, text=reply.text))
+        refused = build_connector({"type": "crs_arena", "url": f"http://127.0.0.1:{port}/", "retries": 0}, context)
+        await refused.open("d")
+        with pytest.raises(ConnectorError) as failure:
+            await refused.reply(Dialogue(conversation_id="d"), Utterance(participant=USER, text="hi"))
+        assert str(failure.value) == (
+            f"cannot connect to http://127.0.0.1:{port}/ (Connect call failed ('127.0.0.1', {port}))"
+        )
+        await pool.aclose()
+
+    try:
+        asyncio.run(main())
+        turns = [e for e in server.exchanges() if e.method == "POST"]
+        # the session cookie went along each time: the server counted the turns before the last one
+        assert len(turns) == 3 and [t.info["session_turns"] for t in turns] == [0, 1, 2]
+    finally:
+        server.stop()
+
+
+def test_what_a_transport_derives_from_the_options_is_built_once_per_run():
+    context, _ = pooled_context()
+    section = {"type": "crs_arena", "url": "http://127.0.0.1:9/", "headers": {"X-Run": "1"}}
+    from crs_connectors.base import connector_spec
+
+    spec = connector_spec(section)
+    a, b = spec.build(context), spec.build(context)
+    assert a.transport._request_headers is b.transport._request_headers  # noqa: SLF001
+    assert a.transport._request_headers["X-Run"] == "1" and a.transport._policy is b.transport._policy  # noqa: SLF001
+    other = connector_spec({**section, "headers": {"X-Run": "2"}}).build(context)
+    assert other.transport._request_headers["X-Run"] == "2"  # noqa: SLF001 - other options, own headers
+    a.transport.reset_session("conv-1", 7)
+    b.transport.reset_session("conv-1", 7)
+    assert [a.transport.backoff(k) for k in (1, 2, 3)] == [b.transport.backoff(k) for k in (1, 2, 3)]

@@ -166,3 +166,18 @@ def test_the_fuzzy_prefilter_is_lossless_on_any_catalogue(titles, query, cutoff)
     assert pool is None or accepted <= {index.choices[j] for j in pool}  # every title the scan accepts is a candidate
     items._scans = FUZZY_INDEX_AFTER  # straight to the index
     assert items._fuzzy_matches(key, cutoff) == _full_scan(items, key, cutoff)
+
+
+def test_resolve_title_is_resolve_of_a_title_only_reference():
+    """The one-step reference of a parsed title (issue #22) equals resolving ItemRef(title, raw) and copying."""
+    items = _apes()
+    for title in ("The Matrix (1999)", "matrix", "The Matrx", "Planet of the Apes", "Unknown Film", ""):
+        assert items.resolve_title(title) == items.resolve(ItemRef(title=title, raw=title)), title
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(" \t\n\u00a0\u2009\x1c,()1995abcTheA'.-é", max_size=30))
+def test_title_keys_in_one_pass_are_the_keys_of_the_separate_functions(title):
+    from usersimcrs.core.items import _exact_key, _title_keys
+
+    assert _title_keys(title) == (normalize_title(title), _exact_key(title), _exact_key(display_title(title)))

@@ -427,3 +427,15 @@ def test_another_producers_mode_field_is_kept_in_provenance():
         {"conversation_id": "a", "judge": "quality", "name": "fluency", "value": 3, "scale": [1, 5], "mode": "pairwise"}
     )
     assert record.mode is None and record.provenance == {"mode": "pairwise"}
+
+
+def test_block_hashes_identify_byte_prefixes_of_whole_blocks():
+    """The prefix counter's hash chain (issue #22): entry i names the first i+1 blocks of UTF-8 bytes, so
+    prompts agree on exactly the entries of their common whole-block prefix (multi-byte text included)."""
+    from usersimcrs.llm.usage import PREFIX_BLOCK_CHARS, block_hashes
+
+    head = "é" * PREFIX_BLOCK_CHARS  # two blocks of bytes
+    one, two = block_hashes(head + "a" * 300), block_hashes(head + "b" * 300)
+    assert len(one) == len(two) == (2 * PREFIX_BLOCK_CHARS + 300) // PREFIX_BLOCK_CHARS
+    assert one[:2] == two[:2] and one[2] != two[2]
+    assert block_hashes("x" * (PREFIX_BLOCK_CHARS - 1)) == [] and block_hashes(head) == one[:2]

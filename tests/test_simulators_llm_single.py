@@ -234,3 +234,32 @@ def test_chat_mode_reminds_the_model_of_the_need_last():
     asyncio.run(sim.start())
     system = llm.calls[0]["messages"][0].content
     assert system.rstrip().endswith("- genres: Crime")
+
+
+def test_a_run_reads_the_prompt_data_once_and_renders_a_shared_users_preferences_once(monkeypatch):
+    """Issue #22: the prompt YAML is parsed and merged once per run (each conversation gets its own top-level
+    copy), and a ratings user's read-only preferences are rendered once per run, whatever the conversation."""
+    from usersimcrs.core.profile import Preferences
+    from usersimcrs.simulators import llm_base
+    from usersimcrs.user_model.population import read_only_preferences
+
+    llm = ScriptedLLM(lambda m, s, i: {"utterance": "ok", "end": False})
+    items = movie_items()
+    context = context_with(llm, items)
+    cls = simulators.get("llm_single")
+    config = cls.Config.model_validate({"type": "llm_single"})
+    profile = profile_for(["1"], items)
+    profile.preferences = read_only_preferences(Preferences(slots={"GENRE": {"Crime": 1.0, "Drama": -0.5}}))
+    rendered: list[object] = []
+    original = llm_base.render_preferences
+    monkeypatch.setattr(llm_base, "render_preferences", lambda prefs: rendered.append(prefs) or original(prefs))
+    first, second = cls(config, context, profile, 1), cls(config, context, profile, 2)
+    assert first.prompt == second.prompt and first.prompt is not second.prompt
+    first.prompt["system"] = "changed"  # one conversation's copy: the other's and the run's stay as they were
+    assert second.prompt["system"] != "changed" and cls(config, context, profile, 3).prompt["system"] != "changed"
+    texts = [sim.variables()["preferences_section"] for sim in (first, second)]
+    assert texts[0] == texts[1] and "Crime (GENRE)" in texts[0] and len(rendered) == 1
+    plain = profile_for(["1"], items)  # a profile of its own (changeable containers): rendered each time
+    plain.preferences = Preferences(slots={"GENRE": {"Crime": 1.0}})
+    cls(config, context, plain, 4).variables()
+    assert len(rendered) == 2

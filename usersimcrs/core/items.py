@@ -14,7 +14,10 @@ from __future__ import annotations
 import csv
 import math
 import re
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
 from dataclasses import dataclass
+from operator import add
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -115,23 +118,19 @@ class FuzzyTitleIndex:
 
     def __init__(self, choices: list[str]) -> None:
         self.choices = choices
-        self.lengths = [len(choice) for choice in choices]
-        postings: dict[tuple[str, int], list[int]] = {}  # (bigram, title length) -> indexes, ascending
-        counts: dict[str, int] = {}  # bigram -> titles holding it
-        for index, choice in enumerate(choices):
-            size = len(choice)
-            for gram in {choice[i : i + 2] for i in range(size - 1)}:
-                key = (gram, size)
-                found = postings.get(key)
-                if found is None:
-                    postings[key] = [index]
-                else:
-                    found.append(index)
-                counts[gram] = counts.get(gram, 0) + 1
-        self.postings = postings
-        self.counts = counts
+        lengths = [len(choice) for choice in choices]
+        self.lengths = lengths
+        # bigram -> indexes of the titles holding it, ordered by (title length, index): the titles of a
+        # length window are one slice of each list (found by bisection), and building it costs one
+        # dict lookup per bigram of a title (a (bigram, length) key per lookup cost twice as much)
+        postings: defaultdict[str, list[int]] = defaultdict(list)
+        for index in sorted(range(len(choices)), key=lengths.__getitem__):  # stable: ties in catalogue order
+            choice = choices[index]
+            for gram in set(map(add, choice, choice[1:])):
+                postings[gram].append(index)
+        self.postings: dict[str, list[int]] = dict(postings)
         self.by_length: dict[int, list[int]] = {}
-        for index, size in enumerate(self.lengths):
+        for index, size in enumerate(lengths):
             self.by_length.setdefault(size, []).append(index)
 
     def candidates(self, query: str, min_score: float) -> list[int] | None:
@@ -155,10 +154,16 @@ class FuzzyTitleIndex:
         chosen: list[list[int]] = []
         cover = 0
         postings = self.postings
-        for gram in sorted(grams, key=lambda g: self.counts.get(g, 0)):
+        length_of = self.lengths.__getitem__
+        empty: list[int] = []
+        for gram in sorted(grams, key=lambda g: len(postings.get(g, empty))):
             # enough of the rarest bigrams that a title holding none of them falls short of `need`
-            if gram in self.counts:
-                chosen.extend(postings[gram, length] for length in window if (gram, length) in postings)
+            found = postings.get(gram)
+            if found is not None:
+                first = bisect_left(found, low, key=length_of)
+                last = bisect_right(found, high, lo=first, key=length_of)
+                if first < last:
+                    chosen.append(found[first:last])
             cover += grams[gram]
             if cover >= size - 1 - need + 1:
                 break
@@ -310,7 +315,7 @@ class ItemCollection:
             self.title_stats.titles_scored += len(index.choices)
             return process.extract(key, index.choices, scorer=fuzz.ratio, limit=5, score_cutoff=min_score)
         self.title_stats.titles_scored += len(pool)
-        subset = [index.choices[i] for i in pool]
+        subset = list(map(index.choices.__getitem__, pool))
         found = process.extract(key, subset, scorer=fuzz.ratio, limit=5, score_cutoff=min_score)
         return [(choice, score, pool[j]) for choice, score, j in found]
 
@@ -329,6 +334,21 @@ class ItemCollection:
             return ref
         match = self.match_title(ref.title or ref.raw or "")
         return apply_match(ref, match, self)
+
+    def resolve_title(self, title: str) -> ItemRef:
+        """`resolve(ItemRef(title=title, raw=title))`, the reference built once instead of built and copied
+        (a CRS's parsed titles: about 15 per conversation)."""
+        match = self.match_title(title)
+        if match.item_id is not None:
+            item = self._items.get(match.item_id)
+            return ItemRef(
+                id=match.item_id,
+                title=item.title if item else title,
+                raw=title,
+                resolution=match.resolution,
+                candidates=[],
+            )
+        return ItemRef(title=title, raw=title, resolution=match.resolution, candidates=list(match.candidates))
 
     @classmethod
     def from_csv(
@@ -438,15 +458,23 @@ def _index_title(item: Item, by_title: dict[str, list[str]], by_exact: dict[str,
 
 
 def _title_keys(title: str) -> tuple[str, str, str]:
-    """`normalize_title(title)`, `_exact_key(title)` and `_exact_key(display_title(title))` in one pass."""
-    spaced = _SPACES.sub(" ", title or "")
+    """`normalize_title(title)`, `_exact_key(title)` and `_exact_key(display_title(title))` in one pass.
+
+    The same keys with fewer regex passes (built for every title of a run's collection): a printable
+    ASCII title without double spaces has no whitespace to fold, only a name with a comma can end in
+    an article, and ``" ".join(text.split())`` is ``_SPACES.sub(" ", text).strip()`` (both fold what
+    `str.isspace` calls whitespace)."""
+    title = title or ""
+    single = title.isascii() and title.isprintable() and "  " not in title
+    spaced = title if single else _SPACES.sub(" ", title)
     name, year = split_year(spaced)
-    match = _TRAILING_ARTICLE.match(name)
-    if match:
-        name = f"{match.group('article')} {match.group('rest')}"
-    normalised = _SPACES.sub(" ", _NON_WORD.sub(" ", name.lower())).strip()
+    if "," in name:
+        match = _TRAILING_ARTICLE.match(name)
+        if match:
+            name = f"{match.group('article')} {match.group('rest')}"
+    normalised = " ".join(_NON_WORD.sub(" ", name.lower()).split())
     display = f"{name} ({year})" if year else name
-    return normalised, spaced.strip().casefold(), _SPACES.sub(" ", display).strip().casefold()
+    return normalised, spaced.strip().casefold(), " ".join(display.split()).casefold()
 
 
 def _exact_key(title: str) -> str:

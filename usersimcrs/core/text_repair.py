@@ -41,6 +41,45 @@ def repair_text(text: str) -> tuple[str, int]:
     return text, 0
 
 
+def clean_text(text: str) -> bool:
+    """Whether `text` has no lone surrogate (`repair_text` would leave it as it is)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def is_clean_json(value: Any, max_depth: int = MAX_DEPTH) -> bool:
+    """Whether `value` is plain JSON data (dicts with string keys, lists, strings, finite numbers,
+    booleans, None: exactly those types) within `max_depth` levels and without a lone surrogate:
+    `repair_value` would then give an equal value and count nothing. Reads without copying."""
+    kind = type(value)
+    if kind is str:
+        return value.isascii() or clean_text(value)
+    if kind is float:
+        return math.isfinite(value)
+    if value is None or kind is int or kind is bool:
+        return True
+    if kind is dict:
+        if max_depth <= 0:
+            return False
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or clean_text(key)) or not is_clean_json(item, max_depth - 1):
+                return False
+        return True
+    if kind is list:
+        if max_depth <= 0:
+            return False
+        for item in value:
+            if not is_clean_json(item, max_depth - 1):
+                return False
+        return True
+    return False  # a tuple, another mapping, an object: the full repair decides
+
+
 def repair_value(
     value: Any, counts: Counter[str] | None = None, *, max_depth: int = MAX_DEPTH
 ) -> tuple[Any, Counter[str]]:

@@ -26,7 +26,7 @@ from crs_connectors.base import CRSConnector, CRSReply
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import AGENT, FAILURE_SIDE, Dialogue, ItemRef, Utterance
 from usersimcrs.core.profile import UserProfile
-from usersimcrs.core.text_repair import MAX_DEPTH, merge_counts, repair_text, repair_value
+from usersimcrs.core.text_repair import MAX_DEPTH, clean_text, is_clean_json, merge_counts, repair_text, repair_value
 from usersimcrs.engine.ids import conversation_id, conversation_seed
 from usersimcrs.engine.plugins import RunPlugins, plugins_from_config
 from usersimcrs.errors import UserError
@@ -176,7 +176,10 @@ class ConversationRunner:
             items = [self.context.items.resolve(i) if i.id is None and i.resolution is None else i for i in items]
         metadata: dict[str, Any] = {"items_from_text": True} if reply.items_from_text else {}
         # JSON-safe and bounded in depth (two levels left for the utterance's metadata) before it is measured
-        raw, repairs = repair_value(reply.raw, max_depth=MAX_DEPTH - 2)
+        if is_clean_json(reply.raw, MAX_DEPTH - 2):  # nothing to repair: bounded_raw copies it as it is
+            raw, repairs = reply.raw, None
+        else:
+            raw, repairs = repair_value(reply.raw, max_depth=MAX_DEPTH - 2)
         metadata.update(bounded_raw(raw))
         if repairs:
             metadata["repairs"] = merge_counts(repairs)
@@ -216,7 +219,10 @@ def bounded_raw(raw: Any, limit: int = RAW_LIMIT_BYTES) -> dict[str, Any]:
 
 def repair_utterance(utterance: Utterance) -> Utterance:
     """`utterance` with hostile values repaired in place (text, slot values, items, metadata), the counts
-    added to ``metadata.repairs``; an utterance with nothing to repair costs a few string checks."""
+    added to ``metadata.repairs``; an utterance with nothing to repair costs a few string checks
+    (`_needs_repair` reads it without copying anything; only a hostile one is rebuilt)."""
+    if not _needs_repair(utterance):
+        return utterance
     counts: Counter[str] = Counter()
     utterance.text = _text(utterance.text, counts)
     for act in utterance.dialogue_acts:
@@ -230,6 +236,26 @@ def repair_utterance(utterance: Utterance) -> Utterance:
     if counts:
         utterance.metadata["repairs"] = merge_counts(earlier, counts)
     return utterance
+
+
+def _needs_repair(utterance: Utterance) -> bool:
+    """Whether `repair_utterance` would change anything (a lone surrogate, a non-finite score, metadata
+    that is not plain JSON within `MAX_DEPTH`); False for the common, clean utterance."""
+    text = utterance.text
+    if not (text.isascii() or clean_text(text)):
+        return True
+    for act in utterance.dialogue_acts:
+        for slot in act.slot_values:
+            if slot.value is not None and not clean_text(slot.value):
+                return True
+    for item in utterance.items:
+        for value in (item.id, item.title, item.raw):
+            if isinstance(value, str) and not (value.isascii() or clean_text(value)):
+                return True
+        if item.score is not None and not math.isfinite(item.score):
+            return True
+    metadata = utterance.metadata
+    return bool(metadata) and not _plain(metadata) and not is_clean_json(metadata, MAX_DEPTH)
 
 
 def _text(value: str, counts: Counter[str]) -> str:

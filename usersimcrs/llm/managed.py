@@ -18,7 +18,7 @@ from typing import Any
 
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy
 from usersimcrs.core.secrets import Secrets
-from usersimcrs.core.text_repair import repair_text, repair_value
+from usersimcrs.core.text_repair import clean_text, is_clean_json, repair_text, repair_value
 from usersimcrs.core.usage import Usage
 from usersimcrs.errors import LLMError, UserError
 from usersimcrs.llm.base import LLM, LLMResult, Message
@@ -291,11 +291,13 @@ class ManagedLLM(LLM):
     def _cleaned(self, result: LLMResult) -> LLMResult:
         """The reply made storable (lone surrogates, NaN, deep nesting repaired and counted in the usage
         summary) and scrubbed of secrets, before it is cached or handed to the caller."""
-        text, repairs = repair_value(result.text)
-        parsed, repairs = repair_value(result.parsed, repairs)
-        if repairs:
-            self.tracker.record_repairs(dict(repairs))
-            log.info("llm %s: repaired its reply before use (%s)", self.slot.model_key, dict(repairs))
+        text, parsed = result.text, result.parsed
+        if not (isinstance(text, str) and clean_text(text) and is_clean_json(parsed)):  # else nothing to repair
+            text, repairs = repair_value(text)
+            parsed, repairs = repair_value(parsed, repairs)
+            if repairs:
+                self.tracker.record_repairs(dict(repairs))
+                log.info("llm %s: repaired its reply before use (%s)", self.slot.model_key, dict(repairs))
         result.text = self.secrets.scrub(text) if self.secrets else text
         result.parsed = self.secrets.scrub_value(parsed)
         if result.parse_error is not None:

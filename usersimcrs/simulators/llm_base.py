@@ -9,7 +9,7 @@ from pydantic import Field
 
 from usersimcrs.core.dialogue import USER, Utterance
 from usersimcrs.core.generation import REPAIRED_CLOSED, REPAIRED_PROSE, STRUCTURED, TEXT, fallback_label
-from usersimcrs.core.profile import UserProfile
+from usersimcrs.core.profile import ReadOnlyDict, ReadOnlyList, UserProfile
 from usersimcrs.llm.base import LLMResult, Message
 from usersimcrs.prompts import load_prompt, load_prompt_file
 from usersimcrs.simulators.base import SimulatorConfig, UserSimulator
@@ -22,6 +22,7 @@ from usersimcrs.simulators.prompting import (
     labels_of,
     parse_json_object,
     render_history,
+    render_preferences,
     squeeze,
     unusable_reason,
 )
@@ -49,6 +50,9 @@ class LLMSimulatorConfig(SimulatorConfig):
     )
 
 
+RENDER_MEMO_LIMIT = 1024  # rendered profile parts remembered per run (one per user in a ratings run)
+
+
 class UnusableAnswer(RuntimeError):
     """The model's answer could not be sent as the user's turn and the simulator is set to fail
     (`on_unusable: fail`) rather than send a canned utterance; the conversation is recorded as failed."""
@@ -67,6 +71,14 @@ class Generated:
     problem: str | None = None  # why the model's own text was unusable, if it was
 
 
+def _prompt_data(names: tuple[str, ...], prompt_file: str | None) -> dict[str, Any]:
+    """The built-in prompts `names` merged in order, then the user's prompt file (if any) over them."""
+    base: dict[str, Any] = {}
+    for name in names:
+        base.update(load_prompt(name))
+    return load_prompt_file(prompt_file, base=base) if prompt_file else base
+
+
 class LLMUserSimulator(UserSimulator):
     """Base of the LLM simulators: loads its prompt data and calls `context.llm("simulator")`."""
 
@@ -77,12 +89,21 @@ class LLMUserSimulator(UserSimulator):
 
     def __init__(self, config: LLMSimulatorConfig, context: RunContext, profile: UserProfile, seed: int) -> None:
         super().__init__(config, context, profile, seed)
-        base: dict[str, Any] = {}
-        for name in (*self.base_prompts, self.prompt_name):
-            base.update(load_prompt(name))
-        self.prompt: dict[str, Any] = load_prompt_file(config.prompt_file, base=base) if config.prompt_file else base
+        # the prompt data is read once per run (a deep copy of the parsed YAML per conversation was
+        # 0.3 ms of CPU each); every conversation gets its own top-level copy of the run's mapping
+        names = (*self.base_prompts, self.prompt_name)
+        shared = getattr(context, "shared", None)
+        key = f"simulator.prompt:{':'.join(names)}:{config.prompt_file or ''}"
+        prompt = shared(key, lambda: _prompt_data(names, config.prompt_file)) if callable(shared) else None
+        self.prompt: dict[str, Any] = (
+            dict(prompt) if isinstance(prompt, dict) else _prompt_data(names, config.prompt_file)
+        )
         self.labels = labels_of(self.prompt)
         self.calls = 0
+        # per conversation: what the turns render alike (the prompt's head, history messages, label patterns)
+        self._heads: dict[tuple[str, str], Message] = {}
+        self._turn_messages: dict[tuple[bool, str], Message] = {}
+        self._label_sets: tuple[list[str], list[str]] | None = None
 
     async def call(
         self,
@@ -139,11 +160,17 @@ class LLMUserSimulator(UserSimulator):
             source = REPAIRED_CLOSED if result.truncated else STRUCTURED
         else:  # plain text as asked, or prose where JSON was asked for (a repair the run counts)
             raw, end, source = result.text or "", False, REPAIRED_PROSE if self.config.structured else TEXT
+        if self._label_sets is None:
+            self._label_sets = (
+                [self.labels[USER], "USER", "User", "You"],
+                [label for key, label in self.labels.items() if key != USER]
+                + ["AGENT", "ASSISTANT", "SYSTEM", "RECOMMENDER"],
+            )
+        own_labels, other_labels = self._label_sets
         text, saw_stop = clean_utterance(
             raw,
-            own_labels=[self.labels[USER], "USER", "User", "You"],
-            other_labels=[label for key, label in self.labels.items() if key != USER]
-            + ["AGENT", "ASSISTANT", "SYSTEM", "RECOMMENDER"],
+            own_labels=own_labels,
+            other_labels=other_labels,
             stop_token=stop_token,
             max_chars=self.config.max_utterance_chars,
         )
@@ -195,10 +222,13 @@ class LLMUserSimulator(UserSimulator):
             turns = history[-cap:] if cap else history
             block = fill(self.prompt.get("chat_block", "{format}"), variables)
             cue = self.prompt.get("chat_opening_cue", "Hi! What are you looking for today?")
-            messages = [Message(role="system", content=squeeze(f"{system}\n\n{block}"))]
+            head = self._heads.get((system, block))
+            if head is None:  # the same every turn of a conversation: squeezed once
+                head = self._heads[system, block] = Message(role="system", content=squeeze(f"{system}\n\n{block}"))
+            messages = [head]
             if not turns or turns[0].participant == USER:
                 messages.append(Message(role="user", content=cue))
-            messages.extend(history_messages(turns))
+            messages.extend(self._history_messages(turns))
             if turns and turns[-1].participant == USER:  # the CRS has not answered: continue as the user
                 messages.append(Message(role="user", content=cue))
             tail = squeeze(fill(self.prompt.get("chat_turn", ""), variables))
@@ -210,6 +240,36 @@ class LLMUserSimulator(UserSimulator):
         )
         user = squeeze(fill(self.prompt["user"], {**variables, "history": rendered}))
         return [Message(role="system", content=squeeze(system)), Message(role="user", content=user)]
+
+    def rendered_preferences(self) -> str:
+        """`render_preferences` of the profile, remembered for the run while the user's preferences are one
+        shared, read-only object (a ratings user's, across their conversations: sorting their ~200 slot
+        values again for every conversation cost about 0.1 ms). Keyed by the object, never by an equal copy."""
+        prefs = self.profile.preferences
+        shared = getattr(self.context, "shared", None)
+        if not (callable(shared) and isinstance(prefs.slots, ReadOnlyDict) and isinstance(prefs.likes, ReadOnlyList)):
+            return render_preferences(prefs)
+        memo: dict[int, tuple[Any, str]] = shared("simulator.rendered_preferences", dict)
+        known = memo.get(id(prefs))
+        if known is not None and known[0] is prefs:
+            return known[1]
+        text = render_preferences(prefs)
+        if len(memo) >= RENDER_MEMO_LIMIT:
+            memo.clear()
+        memo[id(prefs)] = (prefs, text)  # kept with its text, so its id cannot be reused meanwhile
+        return text
+
+    def _history_messages(self, turns: list[Utterance]) -> list[Message]:
+        """`history_messages(turns)`, each turn's (frozen) message made once per conversation, not every turn."""
+        known = self._turn_messages
+        out = []
+        for utterance in turns:
+            key = (utterance.participant == USER, utterance.text)
+            message = known.get(key)
+            if message is None:
+                message = known[key] = history_messages([utterance])[0]
+            out.append(message)
+        return out
 
     def fallback(self, turn: int = 1) -> str:
         """A safe utterance from the prompt data (opening: from the need; later: rotating by turn)."""

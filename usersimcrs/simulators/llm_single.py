@@ -21,7 +21,6 @@ from usersimcrs.simulators.prompting import (
     optional,
     render_history,
     render_need,
-    render_preferences,
     user_turn_count,
 )
 from usersimcrs.user_model.persona import render_persona
@@ -80,7 +79,7 @@ class SinglePromptSimulator(LLMUserSimulator):
         sections = self.prompt.get("sections", {})
         mode = "structured" if cfg.structured else "text"
         persona = render_persona(self.profile.persona) if cfg.show_persona else ""
-        prefs = render_preferences(self.profile.preferences) if cfg.show_preferences else ""
+        prefs = self.rendered_preferences() if cfg.show_preferences else ""
         need = render_need(self.profile.need, self.context.items, show_targets=cfg.show_targets)
         stop_token = self.prompt.get("stop_token", "")
         return {
@@ -97,7 +96,9 @@ class SinglePromptSimulator(LLMUserSimulator):
     def messages(self, history: list[Utterance], *, opening: bool = False) -> list[Message]:
         """System prompt plus the history, rendered once (as chat turns or inside the prompt)."""
         variables = self.variables()
-        system = fill(self.prompt["system"], variables)
+        system = self.__dict__.get("_system")
+        if system is None:  # the variables are the conversation's: so is the system text
+            system = self.__dict__["_system"] = fill(self.prompt["system"], variables)
         instruction = self.prompt.get("instruction", {}).get("opening" if opening or not history else "next", "")
         return self.compose(system, history, {**variables, "instruction": instruction})
 

@@ -6,6 +6,7 @@ toolkit printed "USER: USER: ..."), and always includes both participants.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -135,6 +136,20 @@ def _label_pattern(labels: Iterable[str]) -> str:
     return "|".join(names)
 
 
+@functools.lru_cache(maxsize=256)
+def _label_regexes(
+    own_labels: tuple[str, ...], other_labels: tuple[str, ...]
+) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None, re.Pattern[str] | None]:
+    """`clean_utterance`'s patterns for a pair of label sets (built once, not on every turn): where another
+    speaker's label starts, our own label at the start, and our own label on a later line."""
+    own = _label_pattern(own_labels)
+    other = _label_pattern(other_labels)
+    cut = re.compile(rf"(?:^|\n|\s)(?:{other})\s*:", flags=re.I) if other else None
+    if not own:
+        return cut, None, None
+    return cut, re.compile(rf"^\s*(?:{own})\s*:\s*", flags=re.I), re.compile(rf"\n\s*(?:{own})\s*:", flags=re.I)
+
+
 def clean_utterance(
     text: str,
     *,
@@ -153,18 +168,16 @@ def clean_utterance(
         stopped = True
         text = text.replace(stop_token, " ")
     text = text.strip().strip("\"'`").strip()
-    own = _label_pattern(own_labels)
-    other = _label_pattern(other_labels)
-    if other:
-        cut = re.search(rf"(?:^|\n|\s)(?:{other})\s*:", text, flags=re.I)
+    cut_at_other, lead, again_at = _label_regexes(tuple(own_labels), tuple(other_labels))
+    if cut_at_other is not None:
+        cut = cut_at_other.search(text)
         if cut:
             text = text[: cut.start()]
-    if own:
+    if lead is not None and again_at is not None:
         # a new turn of our own after some text also ends this utterance
-        lead = re.compile(rf"^\s*(?:{own})\s*:\s*", flags=re.I)
         while lead.match(text):
             text = lead.sub("", text, count=1)
-        again = re.search(rf"\n\s*(?:{own})\s*:", text, flags=re.I)
+        again = again_at.search(text)
         if again:
             text = text[: again.start()]
     text = _WS.sub(" ", text.replace("\n", " ")).strip()
@@ -194,13 +207,15 @@ def unusable_reason(text: str, prompt_texts: Iterable[str], own: Iterable[str], 
     folded = text.lower().strip()
     if folded in {o.lower().strip() for o in own}:
         return "repeated"
+    if len(folded) < 12:  # too short to count as copied from the CRS or the instructions
+        return None
     crs = [c.lower().strip() for c in crs if c.strip()]
-    if len(folded) >= 12 and any(folded == c or (len(folded) >= 25 and folded in c) for c in crs):
+    if any(folded == c or (len(folded) >= 25 and folded in c) for c in crs):
         return "copied"
     instructions = [p.lower() for p in prompt_texts]
     for turn in crs:
         instructions = [p.replace(turn, " ") for p in instructions]
-    if len(folded) >= 12 and any(_mostly_copied(folded, p) for p in instructions):
+    if any(_mostly_copied(folded, p) for p in instructions):
         return "copied"
     return None
 
