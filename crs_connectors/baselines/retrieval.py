@@ -93,17 +93,22 @@ class RetrievalCRS(RuleBasedCRS):
     def __init__(self, config: RetrievalConfig, context: Any) -> None:
         super().__init__(config, context)
         fields = [f for f in config.fields if f in self.slots] or self.slots
-        key = f"retrieval.bm25:{id(self.items)}:{','.join(fields)}"
-        self.index: BM25Index = context.shared(key, lambda: BM25Index(self.items, fields))
+        # built from the item collection alone: once per command (the cells of a matrix share them)
+        self.index: BM25Index = context.derived(
+            self.items, ("retrieval.bm25", *fields), lambda: BM25Index(self.items, fields)
+        )
         slot = config.genre_slot
-        self.item_genres: list[set[str]] = context.shared(
-            f"retrieval.genres:{id(self.items)}:{slot}",
+        self.item_genres: list[set[str]] = context.derived(
+            self.items,
+            ("retrieval.genres", slot),
             lambda: [set(self.items.require(i).values(slot)) for i in self.index.ids],
         )
-        self.vocabulary: frozenset[str] = context.shared(
-            f"retrieval.keywords:{id(self.items)}:{config.keyword_slot}",
+        self.vocabulary: frozenset[str] = context.derived(
+            self.items,
+            ("retrieval.keywords", config.keyword_slot),
             lambda: keyword_vocabulary(self.items.slot_values(config.keyword_slot)),
         )
+        # the run's ratings count too: once per run
         self.popularity: np.ndarray = context.shared(f"retrieval.popularity:{id(self.items)}", self._popularity)
         self.fields = fields
 
