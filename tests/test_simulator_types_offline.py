@@ -52,7 +52,8 @@ def test_five_conversations_per_simulator_type(kind, tmp_path, embedded_model_pa
                 "delimiters": {"genres": "|", "keywords": "|"},
             },
             "ratings": {"path": str(ROOT / "configs/data/tiny_ratings.csv")},
-            "llm": {"backend": "llamacpp", "model_path": embedded_model_path, "n_ctx": 2048},
+            # one llama.cpp thread: the suite runs one test per core, and a second thread per test only spins
+            "llm": {"backend": "llamacpp", "model_path": embedded_model_path, "n_ctx": 2048, "n_threads": 1},
             "simulator": {"type": kind, **TYPES[kind]},
             "crs": {"type": "retrieval"},
             "progress": False,
