@@ -38,14 +38,17 @@ class RetrievalConfig(BaselineConfig):
 
 
 def genre_filter(items_genres: list[set[str]], wanted: list[str], disliked: list[str]) -> np.ndarray:
-    """A mask of items that have every wanted genre (or, if none do, any of them) and no disliked one."""
-    no_disliked = np.array([not (g & set(disliked)) for g in items_genres], dtype=bool)
-    if not wanted:
+    """A mask of items that have every wanted genre (or, if none do, any of them) and no disliked one.
+
+    The wanted and disliked sets are built once per call, not once per item (13.8k items on MovieLens)."""
+    wanted_set, disliked_set = set(wanted), set(disliked)
+    no_disliked = np.array([g.isdisjoint(disliked_set) for g in items_genres], dtype=bool)
+    if not wanted_set:
         return no_disliked
-    every = np.array([set(wanted) <= g for g in items_genres], dtype=bool) & no_disliked
+    every = np.array([wanted_set <= g for g in items_genres], dtype=bool) & no_disliked
     if every.any():
         return every
-    some = np.array([bool(g & set(wanted)) for g in items_genres], dtype=bool) & no_disliked
+    some = np.array([not g.isdisjoint(wanted_set) for g in items_genres], dtype=bool) & no_disliked
     return some if some.any() else no_disliked
 
 
