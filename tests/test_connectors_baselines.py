@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
+from crs_connectors.base import build_connector
 from crs_connectors.baselines.bm25_index import BM25Index, item_tokens
 from tests.connectors_support import scripted_conversation
 from usersimcrs.core.items import Item, ItemCollection
 from usersimcrs.core.profile import Ratings
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.errors import ConfigError, ConnectorError, LLMError
 from usersimcrs.llm.base import LLM, LLMResult, Message
 from usersimcrs.runtime.context import RunContext
@@ -104,12 +106,24 @@ def test_retrieval_answers_a_question_about_its_recommendation():
     assert replies[1].text.startswith("About ") and "Horror" in replies[1].text
 
 
-def test_retrieval_index_is_built_once_per_run():
-    ctx = context()
+def test_retrieval_index_is_built_once_per_command():
+    """The BM25 index, genre sets and keyword vocabulary come from the item collection alone: every
+    conversation of a run, and every run of one command (a matrix's cells: one SharedResources, one
+    collection), use the same ones; a command of its own builds its own."""
+    items = ItemCollection(ITEMS)
+    shared = SharedResources()
+    one_run = RunContext(items=items, resources=shared)
+    first = build_connector({"type": "retrieval"}, one_run, source="test")
+    again = build_connector({"type": "retrieval"}, one_run, source="test")
+    other_cell = build_connector({"type": "retrieval"}, RunContext(items=items, resources=shared), source="test")
+    other_command = build_connector({"type": "retrieval"}, RunContext(items=items), source="test")
+    assert again.index is first.index and other_cell.index is first.index
+    assert other_cell.item_genres is first.item_genres and other_cell.vocabulary is first.vocabulary
+    assert other_command.index is not first.index
+    assert other_command.index.ids == first.index.ids and other_command.vocabulary == first.vocabulary
+    ctx = RunContext(items=items, resources=shared)
     run({"type": "retrieval"}, ctx, ["horror"])
-    index = [v for k, v in ctx.cache.items() if k.startswith("retrieval.bm25")]
-    run({"type": "retrieval"}, ctx, ["comedy"])
-    assert len(index) == 1 and [v for k, v in ctx.cache.items() if k.startswith("retrieval.bm25")] == index
+    assert build_connector({"type": "retrieval"}, ctx, source="test").index is first.index
 
 
 def test_baselines_need_items():

@@ -34,7 +34,10 @@ def test_embedded_model_gives_a_valid_score_and_the_estimate_is_close(embedded_m
         Utterance(participant="AGENT", text="Superbad (2007) is very funny.", items=[ItemRef(title="Superbad (2007)")])
     )
     judge = QualityJudge(JudgeOptions(criteria=["fluency"], max_tokens=96, rationale_chars=160))
-    provider = LLMProvider(LLMConfig(backend="llamacpp", model_path=embedded_model_path, cache=False, n_ctx=2048))
+    # one llama.cpp thread: the suite runs one test per core, and a second thread per test only spins
+    provider = LLMProvider(
+        LLMConfig(backend="llamacpp", model_path=embedded_model_path, cache=False, n_ctx=2048, n_threads=1)
+    )
 
     async def go():
         try:

@@ -93,6 +93,10 @@ def test_loads_in_parallel_threads_leave_stdout_and_stderr_where_they_were(embed
         thread.join()
     try:
         assert all(b._llama is not None for b in backends)
+        # `n_threads` is every thread llama.cpp uses, prompt processing included (its default: one per CPU)
+        assert {(b._llama.context_params.n_threads, b._llama.context_params.n_threads_batch) for b in backends} == {
+            (1, 1)
+        }
         assert [target(1), target(2)] == before  # not /dev/null, as unserialised loads could leave them
     finally:
         for backend in backends:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from usersimcrs.cli import main
+from usersimcrs.core.items import ItemCollection
 from usersimcrs.engine.matrix import deep_merge, plan_cells
 from usersimcrs.errors import ConfigError
 from usersimcrs.pipeline.matrix import load_matrix_config, plan_matrix
@@ -52,6 +53,20 @@ def _config(tmp_path: Path, **extra) -> Path:
     path = tmp_path / "matrix.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
+
+
+@pytest.fixture
+def item_reads(monkeypatch) -> list[str]:
+    """The item files read (`ItemCollection.from_csv`), one entry per read."""
+    reads: list[str] = []
+    read = ItemCollection.from_csv.__func__  # type: ignore[attr-defined]
+
+    def counted(cls, path, **options):
+        reads.append(Path(path).name)
+        return read(cls, path, **options)
+
+    monkeypatch.setattr(ItemCollection, "from_csv", classmethod(counted))
+    return reads
 
 
 def test_cells_merge_overrides_and_replace_plugin_sections(tmp_path):
@@ -99,10 +114,11 @@ def test_a_bad_judge_spec_stops_the_matrix_before_any_cell_runs(tmp_path, capsys
         assert not (out / "cells").exists()  # nothing ran
 
 
-def test_matrix_runs_resumes_and_reports(tmp_path, capsys):
+def test_matrix_runs_resumes_and_reports(tmp_path, capsys, item_reads):
     path = _config(tmp_path)
     out = tmp_path / "out"
     assert main(["matrix", str(path), "--output", str(out), "--no-progress"]) == 0
+    assert item_reads == ["tiny_movies.csv"]  # four cells run and scored: the item file read once
     index = json.loads((out / "matrix.json").read_text())
     assert len(index["cells"]) == 4 and all(c["status"].startswith("completed") for c in index["cells"])
     for cell in index["cells"]:
@@ -110,6 +126,7 @@ def test_matrix_runs_resumes_and_reports(tmp_path, capsys):
         assert (folder / "metrics.csv").exists() and (folder / "manifest.json").exists()
         assert sum(1 for _ in (folder / "dialogues.jsonl").open()) == 3
     assert main(["report", str(out)]) == 0
+    assert item_reads == ["tiny_movies.csv"] * 2  # the report command reads it once for its four cells
     assert (out / "report.html").exists() and (out / "comparison" / "ranks.csv").exists()
     html = (out / "report.html").read_text()
     for png in (out / "report" / "plots").glob("*.png"):
@@ -133,10 +150,11 @@ def test_matrix_exits_non_zero_when_a_cell_fails_the_gate(tmp_path, capsys):
     assert "patient__pop__tiny: invalid rate 100.0% exceeds the allowed 0.0%" in capsys.readouterr().err
 
 
-def test_matrix_report_ranks_crss_with_cis_and_shows_a_transcript_per_cell(tmp_path):
+def test_matrix_report_ranks_crss_with_cis_and_shows_a_transcript_per_cell(tmp_path, item_reads):
     path = _config(tmp_path, report=True)
     out = tmp_path / "out"
     assert main(["matrix", str(path), "--output", str(out), "--no-progress"]) == 0
+    assert item_reads == ["tiny_movies.csv"]  # cells, their scoring and the report share one collection
     html = (out / "report.html").read_text(encoding="utf-8")
     ranking = pd.read_csv(next((out / "report" / "tables").glob("ranking_*.csv")))
     assert {"rank", "crs", "mean [95% CI]", "n", "note"} <= set(ranking.columns)

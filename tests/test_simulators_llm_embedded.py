@@ -34,7 +34,10 @@ async def run_all(model_path: str) -> dict[str, Dialogue]:
     provider_module = pytest.importorskip("usersimcrs.llm.provider")
     from usersimcrs.llm.config import LLMConfig
 
-    provider = provider_module.LLMProvider(LLMConfig(backend="llamacpp", model_path=model_path, n_ctx=2048))
+    # one llama.cpp thread: the suite runs one test per core, and a second thread per test only spins
+    provider = provider_module.LLMProvider(
+        LLMConfig(backend="llamacpp", model_path=model_path, n_ctx=2048, n_threads=1)
+    )
     items = movie_items()
     context = RunContext(items=items, llms=provider)
     out = {}

@@ -38,14 +38,17 @@ class RetrievalConfig(BaselineConfig):
 
 
 def genre_filter(items_genres: list[set[str]], wanted: list[str], disliked: list[str]) -> np.ndarray:
-    """A mask of items that have every wanted genre (or, if none do, any of them) and no disliked one."""
-    no_disliked = np.array([not (g & set(disliked)) for g in items_genres], dtype=bool)
-    if not wanted:
+    """A mask of items that have every wanted genre (or, if none do, any of them) and no disliked one.
+
+    The wanted and disliked sets are built once per call, not once per item (13.8k items on MovieLens)."""
+    wanted_set, disliked_set = set(wanted), set(disliked)
+    no_disliked = np.array([g.isdisjoint(disliked_set) for g in items_genres], dtype=bool)
+    if not wanted_set:
         return no_disliked
-    every = np.array([set(wanted) <= g for g in items_genres], dtype=bool) & no_disliked
+    every = np.array([wanted_set <= g for g in items_genres], dtype=bool) & no_disliked
     if every.any():
         return every
-    some = np.array([bool(g & set(wanted)) for g in items_genres], dtype=bool) & no_disliked
+    some = np.array([not g.isdisjoint(wanted_set) for g in items_genres], dtype=bool) & no_disliked
     return some if some.any() else no_disliked
 
 
@@ -93,17 +96,22 @@ class RetrievalCRS(RuleBasedCRS):
     def __init__(self, config: RetrievalConfig, context: Any) -> None:
         super().__init__(config, context)
         fields = [f for f in config.fields if f in self.slots] or self.slots
-        key = f"retrieval.bm25:{id(self.items)}:{','.join(fields)}"
-        self.index: BM25Index = context.shared(key, lambda: BM25Index(self.items, fields))
+        # built from the item collection alone: once per command (the cells of a matrix share them)
+        self.index: BM25Index = context.derived(
+            self.items, ("retrieval.bm25", *fields), lambda: BM25Index(self.items, fields)
+        )
         slot = config.genre_slot
-        self.item_genres: list[set[str]] = context.shared(
-            f"retrieval.genres:{id(self.items)}:{slot}",
+        self.item_genres: list[set[str]] = context.derived(
+            self.items,
+            ("retrieval.genres", slot),
             lambda: [set(self.items.require(i).values(slot)) for i in self.index.ids],
         )
-        self.vocabulary: frozenset[str] = context.shared(
-            f"retrieval.keywords:{id(self.items)}:{config.keyword_slot}",
+        self.vocabulary: frozenset[str] = context.derived(
+            self.items,
+            ("retrieval.keywords", config.keyword_slot),
             lambda: keyword_vocabulary(self.items.slot_values(config.keyword_slot)),
         )
+        # the run's ratings count too: once per run
         self.popularity: np.ndarray = context.shared(f"retrieval.popularity:{id(self.items)}", self._popularity)
         self.fields = fields
 

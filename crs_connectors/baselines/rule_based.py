@@ -111,9 +111,11 @@ class RuleBasedCRS(CRSConnector):
         if context.items is None or not len(context.items):
             raise ConfigError(f"crs type {config.type!r} needs an item collection (add an 'items:' section)")
         self.items: ItemCollection = context.items
-        self.slots = context.shared("baselines.slots", self.items.slots)
-        self.lexicon = context.shared(
-            f"baselines.genre_lexicon:{config.genre_slot}",
+        # read-only and built from the item collection alone: once per command
+        self.slots = context.derived(self.items, "baselines.slots", self.items.slots)
+        self.lexicon = context.derived(
+            self.items,
+            ("baselines.genre_lexicon", config.genre_slot),
             lambda: genre_lexicon(self.items.slot_values(config.genre_slot)),
         )
 

@@ -20,6 +20,7 @@ from usersimcrs.analysis.ranking import MIN_CELL_N, agreement_matrix, rank_table
 from usersimcrs.analysis.significance import paired_test
 from usersimcrs.analysis.summary import describe
 from usersimcrs.core.matrix_folder import Cell, MatrixFolder
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.errors import DataError
 from usersimcrs.metrics.validity import is_set, subset_masks
 
@@ -56,17 +57,20 @@ def judge_columns(records: list[dict]) -> pd.DataFrame:
     return wide.reset_index()
 
 
-def combined_table(cells: Iterable[Cell], config=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def combined_table(
+    cells: Iterable[Cell], config=None, resources: SharedResources | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """All cells' per-conversation metrics (+ judge columns) with dataset/simulator/crs, and per-turn curves.
 
-    Metrics files are computed for a cell that has none yet.
+    Metrics files are computed for a cell that has none yet. `resources`: the command's `SharedResources`
+    (the cells' item file and the metrics' models loaded once).
     """
     from usersimcrs.analysis.run_metrics import evaluate, stale_metrics, write_metrics
     from usersimcrs.core.run_folder import load_run
 
     frames, curves = [], []
     for cell in cells:
-        data = load_run(cell.run_dir)
+        data = load_run(cell.run_dir, resources=resources)
         if config is not None or stale_metrics(data.folder):
             result = evaluate(data, config)
             with data.folder.lock("compare"):

@@ -30,6 +30,7 @@ from usersimcrs.analysis.agreement import (
     spearman,
 )
 from usersimcrs.analysis.battles import DEFAULT_ALPHA, Battle, BattleRanking, bradley_terry
+from usersimcrs.analysis.two_sample import roc_auc
 
 Level = Literal["conversation", "system"]
 SMALL_N = 30
@@ -75,12 +76,10 @@ def _finite(value: float | None) -> float | None:
 
 def auc(scores: ArrayLike, labels: ArrayLike) -> float | None:
     """ROC AUC of `scores` for binary `labels` (1 = positive); None with fewer than one of each class."""
-    from sklearn.metrics import roc_auc_score
-
     y = np.asarray(labels, dtype=float)
     if y.size < 2 or len(set(y.tolist())) < 2:
         return None
-    return float(roc_auc_score(y.astype(int), np.asarray(scores, dtype=float)))
+    return roc_auc(y.astype(int), np.asarray(scores, dtype=float))
 
 
 def label_kind(values: Sequence[float]) -> Literal["binary", "ordinal"]:

@@ -35,9 +35,10 @@ class RunMetrics:
 
 
 def evaluate(data: Run, config: MetricsConfig | None = None) -> RunMetrics:
-    """Metrics, validity flags and summaries for the dialogues of a run (nothing written)."""
+    """Metrics, validity flags and summaries for the dialogues of a run (nothing written); models the metrics
+    load come from the run's `resources` (a matrix's cells share one classifier)."""
     config = config or MetricsConfig()
-    tables = compute_metrics(data.dialogues, config.options)
+    tables = compute_metrics(data.dialogues, config.options, data.resources)
     flags = flag_conversations(
         data.dialogues, judgments=data.judgments, simulator=data.simulator, options=config.validity
     )

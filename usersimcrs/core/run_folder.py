@@ -36,6 +36,7 @@ from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl, write_jsonl
 from usersimcrs.core.manifest import scrub_secrets
 from usersimcrs.core.profile import ProfileRecord, UserProfile, expand_profile, has_item_ids, profile_id, profile_record
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.storage import is_storage_failure, remove_files, storage_error, write_atomic
 from usersimcrs.core.validation import describe_validation_error, validate
 from usersimcrs.errors import DataError
@@ -565,13 +566,18 @@ class Run:
 
     `duplicates`: a conversation ID on more than one line is refused (`DuplicateConversations`,
     the default) or only its first line is read (`"first"`; `dropped_duplicates` counts the others).
+    `resources`: what the command reading several runs shares between them (the item collection, the
+    metrics' models); a run read on its own gets its own.
     """
 
-    def __init__(self, path: str | Path, *, duplicates: Duplicates = "refuse") -> None:
+    def __init__(
+        self, path: str | Path, *, duplicates: Duplicates = "refuse", resources: SharedResources | None = None
+    ) -> None:
         self.path = Path(path)
         self.folder = RunFolder(self.path)
         self.duplicates: Duplicates = duplicates
         self.dropped_duplicates = 0
+        self.resources = resources if resources is not None else SharedResources()
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r})"
@@ -607,7 +613,7 @@ class Run:
 
         Stored profiles refer to collection items by ID; this restores their titles on read.
         """
-        return items_from_section(self.manifest.config.get("items"))
+        return items_from_section(self.manifest.config.get("items"), self.resources)
 
     @cached_property
     def judgments(self) -> list[dict[str, Any]]:
@@ -785,40 +791,43 @@ def _record_id(raw: bytes) -> str | None:
     return str(record["profile_id"]) if isinstance(record, dict) and record.get("profile_id") is not None else None
 
 
-def items_from_section(section: Any) -> ItemCollection | None:
+def items_from_section(section: Any, resources: SharedResources | None = None) -> ItemCollection | None:
     """The item collection a manifest's `config.items` names (path, else fallback_path); None when unreadable.
 
     The tolerant twin of the engine's `load_items`: a reader must open a run whose data moved.
+    `resources`: the command's shared resources, so runs naming the same file read it once.
     """
     if not isinstance(section, dict):
         return None
+    resources = resources if resources is not None else SharedResources()
     for key in ("path", "fallback_path"):
         path = section.get(key)
         if not path or not Path(path).exists():
             continue
+        max_items = section.get("max_items")
         try:
-            items = ItemCollection.from_csv(
+            return resources.items(
                 path,
                 id_column=section.get("id_column") or "movieId",
                 title_column=section.get("title_column") or "title",
                 mapping=section.get("mapping"),
                 delimiters=section.get("delimiters") or {},
+                max_items=int(max_items) if max_items is not None else None,
             )
         except DataError as exc:
             logger.warning("cannot read the run's items (%s): stored profiles keep item IDs only", exc)
             return None
-        max_items = section.get("max_items")
-        return ItemCollection(list(items)[: int(max_items)]) if max_items is not None else items
     logger.warning("the run's item file is not found (%s): stored profiles keep item IDs only", section.get("path"))
     return None
 
 
-def load_run(path: str | Path, *, duplicates: Duplicates = "refuse") -> Run:
+def load_run(path: str | Path, *, duplicates: Duplicates = "refuse", resources: SharedResources | None = None) -> Run:
     """Open a run folder; a folder without dialogues is a DataError naming it.
 
-    `duplicates="first"` reads a file whose conversation IDs repeat by keeping the first line of each.
+    `duplicates="first"` reads a file whose conversation IDs repeat by keeping the first line of each;
+    `resources`: what the command shares between the runs it reads (see `Run`).
     """
-    run = Run(path, duplicates=duplicates)
+    run = Run(path, duplicates=duplicates, resources=resources)
     if not run.folder.has_dialogues():
         raise DataError(f"{run.path}: no {DIALOGUES} here (not a run folder?)")
     return run

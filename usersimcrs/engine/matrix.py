@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from usersimcrs.config import RunConfig, absolutize
 from usersimcrs.core.matrix_folder import MatrixFolder, cell_name
 from usersimcrs.core.run_folder import RunFolder
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.validation import validate
 from usersimcrs.errors import ConfigError
 
@@ -170,8 +171,17 @@ def cell_budget(config: MatrixDesign, cells: int) -> tuple[int, int]:
     return parallel, max(1, config.concurrency // parallel)
 
 
-async def run_cells(config: MatrixDesign, cells: list[CellPlan], summary: MatrixSummary, *, progress: bool) -> None:
-    """Run the unfinished cells, `parallel` at once; a cell that raises is recorded, the others go on."""
+async def run_cells(
+    config: MatrixDesign,
+    cells: list[CellPlan],
+    summary: MatrixSummary,
+    *,
+    progress: bool,
+    resources: SharedResources | None = None,
+) -> None:
+    """Run the unfinished cells, `parallel` at once; a cell that raises is recorded, the others go on.
+
+    `resources`: the matrix command's read-only resources, shared by its cells (items read once, one BM25 index)."""
     from usersimcrs.engine.runner import run_async
 
     todo = [c for c in cells if not is_complete(c)]
@@ -188,7 +198,7 @@ async def run_cells(config: MatrixDesign, cells: list[CellPlan], summary: Matrix
             )
             resume = RunFolder(cell.run_dir).has_dialogues()
             try:
-                result = await run_async(run_config, cell.run_dir, resume=resume, source=cell.name)
+                result = await run_async(run_config, cell.run_dir, resume=resume, source=cell.name, resources=resources)
             except Exception as exc:  # a bad cell (unreachable CRS, config change) must not stop the matrix
                 summary.cells[cell.name] = f"failed: {type(exc).__name__}: {exc}"
                 return

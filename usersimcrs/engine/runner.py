@@ -29,6 +29,7 @@ from usersimcrs.core.manifest import environment
 from usersimcrs.core.profile import Ratings
 from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.secrets import Secrets, scrubbing_logs
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.storage import StorageError
 from usersimcrs.core.usage import add_summaries
 from usersimcrs.engine.conversation import ConversationRunner, plan
@@ -54,22 +55,21 @@ class RunSummary:
     llm: dict[str, Any] = field(default_factory=dict)
 
 
-def load_items(config: RunConfig) -> ItemCollection | None:
-    """The run's item collection, from `items.path` or, when that is missing, `items.fallback_path`."""
+def load_items(config: RunConfig, resources: SharedResources | None = None) -> ItemCollection | None:
+    """The run's item collection, from `items.path` or, when that is missing, `items.fallback_path`;
+    read once per command when `resources` (the command's) is given."""
     section = config.items
     if section is None:
         return None
     path = _existing(section.path, section.fallback_path, "items")
-    items = ItemCollection.from_csv(
+    return (resources if resources is not None else SharedResources()).items(
         path,
         id_column=section.id_column,
         title_column=section.title_column,
         mapping=section.mapping,
         delimiters=section.delimiters,
+        max_items=section.max_items,
     )
-    if section.max_items is not None:
-        items = ItemCollection(list(items)[: section.max_items])
-    return items
 
 
 def load_ratings(config: RunConfig) -> Ratings | None:
@@ -115,20 +115,26 @@ def data_files(config: RunConfig) -> dict[str, dict[str, str]]:
     return out
 
 
-def build_context(config: RunConfig, run_dir: Path | None = None) -> RunContext:
-    """Load the run's shared resources; LLMs are created lazily on first use. `close_context` releases them."""
+def build_context(
+    config: RunConfig, run_dir: Path | None = None, resources: SharedResources | None = None
+) -> RunContext:
+    """Load the run's shared resources; LLMs are created lazily on first use. `close_context` releases them.
+
+    `resources`: the command's read-only resources (a matrix passes one to all its cells: items read once)."""
     from crs_connectors.transport import POOL_KEY, CRSPool
     from usersimcrs.llm.provider import LLMProvider
 
+    resources = resources if resources is not None else SharedResources()
     llms = LLMProvider(config.llm, config.llm_components)
     context = RunContext(
-        items=load_items(config),
+        items=load_items(config, resources),
         ratings=load_ratings(config),
         llms=llms,
         run_dir=run_dir,
         run_seed=config.seed,
         data=dict(config.data),
         secrets=Secrets.from_config(config),
+        resources=resources,
     )
     pool = context.shared(POOL_KEY, CRSPool)  # one keep-alive pool for every HTTP CRS request of the run
     context.on_close(llms.aclose)
@@ -208,17 +214,19 @@ async def run_async(
     context: RunContext | None = None,
     source: str = "config",
     plugins: RunPlugins | None = None,
+    resources: SharedResources | None = None,
 ) -> RunSummary:
     """Run (or resume) `config` into `output_dir`; see module docstring.
 
     `keep_failed`: on resume, leave failed conversations as they are instead of running them again.
+    `resources`: the command's read-only resources, for the context built here (none when `context` is given).
     A second writer on the same folder gets `FolderBusy`; a full disk stops the run with one
     `StorageError` after the conversations in flight are cancelled (within `SHUTDOWN_GRACE_S`).
     """
     folder = RunFolder(output_dir)
     secrets = context.secrets if context is not None else Secrets.from_config(config)
     with folder.lock("run"), scrubbing_logs(secrets):
-        return await _run_locked(config, folder, resume, overwrite, keep_failed, context, source, plugins)
+        return await _run_locked(config, folder, resume, overwrite, keep_failed, context, source, plugins, resources)
 
 
 async def _run_locked(
@@ -230,6 +238,7 @@ async def _run_locked(
     context: RunContext | None,
     source: str,
     plugins: RunPlugins | None,
+    resources: SharedResources | None = None,
 ) -> RunSummary:
     output_dir = folder.path
     previous = folder.read_manifest() if resume and not overwrite else {}
@@ -249,7 +258,7 @@ async def _run_locked(
     sessions = int(previous.get("timings", {}).get("sessions", 0)) + 1
     manifest["timings"] = {"wall_s": float(previous.get("timings", {}).get("wall_s", 0.0)), "sessions": sessions}
     own_context = context is None
-    context = context or build_context(config, output_dir)
+    context = context or build_context(config, output_dir, resources)
     try:
         folder.write_manifest(manifest)
     except BaseException:

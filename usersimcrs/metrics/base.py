@@ -7,6 +7,7 @@ from types import MappingProxyType
 from typing import Any, Callable, ClassVar, Mapping
 
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.metrics.options import MetricOptions
 
 Value = float | int | str | None
@@ -14,17 +15,18 @@ Value = float | int | str | None
 
 @dataclass
 class MetricContext:
-    """What a family may read besides the dialogue: options, the corpus horizon and loaded models."""
+    """What a family may read besides the dialogue: options, the corpus horizon and loaded models.
+
+    `shared`: the command's read-only resources; a command scoring several runs (a matrix) then loads a
+    model such as the satisfaction classifier once, not once per run."""
 
     options: MetricOptions = field(default_factory=MetricOptions)
     horizon: int = 1
-    _resources: dict[str, Any] = field(default_factory=dict)
+    shared: SharedResources = field(default_factory=SharedResources)
 
     def resource(self, key: str, factory: Callable[[], Any]) -> Any:
-        """A resource built once per metrics computation (e.g. a classifier), not per dialogue."""
-        if key not in self._resources:
-            self._resources[key] = factory()
-        return self._resources[key]
+        """A resource built once per command (e.g. a classifier), not per dialogue or per run; read-only."""
+        return self.shared.get(("metrics", key), factory)
 
 
 def happened(dialogue: Dialogue) -> bool:

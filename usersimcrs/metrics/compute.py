@@ -8,6 +8,7 @@ from typing import Iterable
 import pandas as pd
 
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.metrics.base import MetricContext, MetricFamily, happened
 from usersimcrs.metrics.options import MetricOptions
 from usersimcrs.metrics.registry import family_names, metric_families
@@ -38,8 +39,10 @@ def corpus_horizon(dialogues: Iterable[Dialogue], options: MetricOptions) -> int
     return max([len(d.agent_turns) for d in dialogues] + [1])
 
 
-def compute_metrics(dialogues: list[Dialogue], options: MetricOptions | None = None) -> MetricTables:
-    """Every registered (or selected) family on every dialogue.
+def compute_metrics(
+    dialogues: list[Dialogue], options: MetricOptions | None = None, resources: SharedResources | None = None
+) -> MetricTables:
+    """Every registered (or selected) family on every dialogue (`resources`: the command's loaded models).
 
     On a conversation that did not happen (failed, or no system turn) only the families' outcome
     metrics are kept (`MetricFamily.kept_on_failure`); the rest is missing, never a number that
@@ -47,7 +50,11 @@ def compute_metrics(dialogues: list[Dialogue], options: MetricOptions | None = N
     where the set measures the metric elsewhere (success 0: a broken conversation did not succeed).
     """
     options = options or MetricOptions()
-    ctx = MetricContext(options=options, horizon=corpus_horizon(dialogues, options))
+    ctx = MetricContext(
+        options=options,
+        horizon=corpus_horizon(dialogues, options),
+        shared=resources if resources is not None else SharedResources(),
+    )
     families = [metric_families.get(name)() for name in family_names(options.families)]
     rows = []
     turn_rows = []

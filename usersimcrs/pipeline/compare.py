@@ -9,6 +9,7 @@ import pandas as pd
 
 from usersimcrs.analysis.compare import Comparison
 from usersimcrs.core.matrix_folder import MatrixFolder
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.report.matrix_report import run_comparison
 
 
@@ -37,6 +38,11 @@ def compare_matrix(
     matrix = MatrixFolder(matrix_dir)
     with matrix.lock("compare"):
         comparison, table, _ = run_comparison(
-            matrix_dir, metrics=metrics, subset=subset, n_resamples=resamples, seed=seed
+            matrix_dir,
+            metrics=metrics,
+            subset=subset,
+            n_resamples=resamples,
+            seed=seed,
+            resources=SharedResources(),  # cells scored here read their item file once
         )
     return MatrixComparison(comparison=comparison, table=table, folder=matrix.comparison_dir)

@@ -15,6 +15,7 @@ from pydantic import Field
 from usersimcrs.config import read_yaml, validate_section
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import RunFolder
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.matrix import (
     CellPlan,
@@ -64,9 +65,9 @@ def plan_matrix(config: MatrixConfig, output_dir: str | Path, source: str | Path
     return cells
 
 
-async def evaluate_cell(cell: CellPlan, config: MatrixConfig) -> list[str]:
+async def evaluate_cell(cell: CellPlan, config: MatrixConfig, resources: SharedResources | None = None) -> list[str]:
     """Judge (resumable) and score one finished cell; returns its gate messages (judgings with too many
-    failed judgments, then the metrics' validity gate)."""
+    failed judgments, then the metrics' validity gate). `resources`: the matrix command's (items, classifier)."""
     messages = []
     for spec in config.judges:
         judged = await judge_async(cell.run_dir, spec)
@@ -75,7 +76,7 @@ async def evaluate_cell(cell: CellPlan, config: MatrixConfig) -> list[str]:
                 f"judge {judged.judge}: {judged.failed} of {judged.asked} judgments failed, "
                 f"more than max_failed_share {judged.max_failed_share:g}"
             )
-    return messages + score(cell.run_dir, config.metrics).gate
+    return messages + score(cell.run_dir, config.metrics, resources=resources).gate
 
 
 async def run_matrix_async(
@@ -94,6 +95,7 @@ async def _run_matrix_locked(
     config: MatrixConfig, matrix: MatrixFolder, *, source: str | Path, progress: bool
 ) -> MatrixSummary:
     output_dir = matrix.path
+    resources = SharedResources()  # the cells, their scoring and the report read each item file once
     cells = plan_matrix(config, output_dir, source)
     # an unreachable CRS stops the matrix with one line before any cell runs
     await check_distinct([(cell.config.crs, cell.name) for cell in cells if not is_complete(cell)])
@@ -102,13 +104,13 @@ async def _run_matrix_locked(
     started = time.perf_counter()
     write_index(output_dir, config, cells, summary, judges)
     try:
-        await run_cells(config, cells, summary, progress=progress)
+        await run_cells(config, cells, summary, progress=progress, resources=resources)
     finally:
         summary.wall_s = time.perf_counter() - started
         write_index(output_dir, config, cells, summary, judges)
     finished = [c for c in cells if RunFolder(c.run_dir).has_dialogues()]
     for cell in finished:
-        messages = await evaluate_cell(cell, config)
+        messages = await evaluate_cell(cell, config, resources)
         if messages:
             summary.gate[cell.name] = messages
     summary.wall_s = time.perf_counter() - started
@@ -116,7 +118,9 @@ async def _run_matrix_locked(
     if config.report and finished:
         from usersimcrs.report.matrix_report import build_matrix_report
 
-        build_matrix_report(output_dir, config=config.metrics, seed=config.base.seed)
+        # every written cell was scored with config.metrics just above: the report reads those tables
+        # (config=None) instead of computing each cell's metrics a second time
+        build_matrix_report(output_dir, config=None, seed=config.base.seed, resources=resources)
     return summary
 
 

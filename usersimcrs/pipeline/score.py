@@ -9,6 +9,7 @@ import pandas as pd
 
 from usersimcrs.analysis.run_metrics import evaluate, write_metrics
 from usersimcrs.core.run_folder import Run, load_run
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.metrics.config import MetricsConfig, gate_messages
 
 
@@ -42,20 +43,29 @@ def load_metrics_config(path: str | Path | None) -> MetricsConfig:
     return config
 
 
-def as_run(run: Run | str | Path, *, dedupe: bool = False) -> Run:
-    """A `Run` handle for a run or a path to a run folder (`dedupe`: read the first line of a repeated ID)."""
-    return run if isinstance(run, Run) else load_run(run, duplicates="first" if dedupe else "refuse")
+def as_run(run: Run | str | Path, *, dedupe: bool = False, resources: SharedResources | None = None) -> Run:
+    """A `Run` handle for a run or a path to a run folder (`dedupe`: read the first line of a repeated ID;
+    `resources`: the command's shared resources, for a path)."""
+    if isinstance(run, Run):
+        return run
+    return load_run(run, duplicates="first" if dedupe else "refuse", resources=resources)
 
 
 def score(
-    run: Run | str | Path, config: MetricsConfig | None = None, *, write: bool = True, dedupe: bool = False
+    run: Run | str | Path,
+    config: MetricsConfig | None = None,
+    *,
+    write: bool = True,
+    dedupe: bool = False,
+    resources: SharedResources | None = None,
 ) -> Scores:
     """Compute the metrics of a run; with `write`, store the metric tables and the manifest's `metrics` entry.
 
     Writing holds the folder's writer lock. A file whose conversation IDs repeat is refused
     (`DuplicateConversations`, with the count) unless `dedupe` (or a `Run` opened with `duplicates="first"`).
+    `resources`: what the command shares between the runs it scores (items, the satisfaction classifier).
     """
-    run = as_run(run, dedupe=dedupe)
+    run = as_run(run, dedupe=dedupe, resources=resources)
     config = config or MetricsConfig()
     if not write:
         return _scores(run, config, write=False)

@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field
 
 from usersimcrs.analysis.failures import FailureSummary, summarize_failures_file
 from usersimcrs.config import RunConfig
-from usersimcrs.core.run_folder import RunFolder
+from usersimcrs.core.run_folder import RunFolder, load_run
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.engine import preflight
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.plugins import RunPlugins
@@ -65,6 +66,8 @@ async def simulate_async(
     output = Path(output)
     if check_crs:
         await preflight.check_crs(config.crs, source=source, run_seed=config.seed)
+    # the run, its scoring and its report read the item file once
+    resources = context.resources if context is not None else SharedResources()
     summary = await run_async(
         config,
         output,
@@ -74,6 +77,7 @@ async def simulate_async(
         source=source,
         plugins=plugins,
         context=context,
+        resources=resources,
     )
     failures = summarize_failures_file(RunFolder(output).dialogues_path)
     report_path = None
@@ -81,8 +85,8 @@ async def simulate_async(
         from usersimcrs.pipeline.report import report as write_report  # pandas & co only when asked
         from usersimcrs.pipeline.score import score
 
-        score(output)
-        report_path = write_report(output)
+        score(output, resources=resources)
+        report_path = write_report(load_run(output, resources=resources))
     return SimulationResult(
         output_dir=output,
         completed=summary.completed,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import Duplicates, Run, RunFolder, load_run
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.errors import DataError
 
 
@@ -24,11 +25,15 @@ class RunSource:
     run: Run
 
 
-def load_sources(path: str | Path, *, dedupe: bool = False) -> list[RunSource]:
+def load_sources(
+    path: str | Path, *, dedupe: bool = False, resources: SharedResources | None = None
+) -> list[RunSource]:
     """The run folders under `path`: the cells of a matrix, else the run folder itself.
 
-    A run whose conversation IDs repeat is refused (with the count) when read, unless `dedupe`.
+    A run whose conversation IDs repeat is refused (with the count) when read, unless `dedupe`. The runs
+    share `resources` (one is made when none is given): cells naming the same item file read it once.
     """
+    resources = resources if resources is not None else SharedResources()
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such folder")
@@ -36,7 +41,7 @@ def load_sources(path: str | Path, *, dedupe: bool = False) -> list[RunSource]:
     matrix = MatrixFolder(path)
     if matrix.is_matrix():
         sources = [
-            RunSource(c.name, c.crs, c.simulator, load_run(c.run_dir, duplicates=duplicates))
+            RunSource(c.name, c.crs, c.simulator, load_run(c.run_dir, duplicates=duplicates, resources=resources))
             for c in matrix.written_cells()
         ]
     else:
@@ -45,7 +50,7 @@ def load_sources(path: str | Path, *, dedupe: bool = False) -> list[RunSource]:
             raise DataError(
                 f"{path}: neither a run folder ({folder.dialogues_path.name}) nor a matrix (an index or cells/)"
             )
-        run = load_run(path, duplicates=duplicates)
+        run = load_run(path, duplicates=duplicates, resources=resources)
         sources = [RunSource(run.name, run.crs, run.simulator, run)]
     if not dedupe:  # refused before any work, with the count
         for source in sources:

@@ -30,6 +30,7 @@ from usersimcrs.analysis.summary import item_coverage
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import load_run
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.metrics.item_resolution import is_item_metric
 from usersimcrs.metrics.validity import is_set, subset_masks
@@ -69,10 +70,13 @@ def run_comparison(
     subset: str = "all",
     n_resamples: int = 10000,
     seed: int = 0,
+    resources: SharedResources | None = None,
 ) -> tuple[Comparison, pd.DataFrame, pd.DataFrame]:
-    """Compare the matrix's CRSs and write MATRIX_DIR/comparison/*; returns (comparison, table, by_turn)."""
+    """Compare the matrix's CRSs and write MATRIX_DIR/comparison/*; returns (comparison, table, by_turn).
+
+    `resources`: the command's shared resources (the cells' item file and the metrics' models loaded once)."""
     cells = discover_cells(matrix_dir)
-    table, by_turn = combined_table(cells, config)
+    table, by_turn = combined_table(cells, config, resources)
     comparison = compare(table, comparison_metrics(table, metrics), subset=subset, n_resamples=n_resamples, seed=seed)
     write_comparison(MatrixFolder(matrix_dir).comparison_dir, comparison)
     return comparison, table, by_turn
@@ -575,16 +579,21 @@ def build_matrix_report(
     metrics: list[str] | None = None,
     seed: int = 0,
     human_agreement: Mapping[str, Sequence[HumanAgreement]] | None = None,
+    resources: SharedResources | None = None,
 ) -> Path:
     """Write the matrix's report page (+ its plots and tables, and the comparison tables); returns the page.
 
     Holds the matrix folder's writer lock (re-entrant: a matrix run writes its report under its own lock).
     `human_agreement` maps an evaluator (a metric or '<judge>:<name>') to its measured agreement with
     human judgments (the meta-evaluation's figures); evaluators without one read "not measured".
+    `resources`: the command's shared resources (a matrix run passes the ones its cells used).
     """
     folder = MatrixFolder(matrix_dir)
+    resources = resources if resources is not None else SharedResources()
     with folder.lock("report"):
-        return _write_matrix_report(folder, config=config, metrics=metrics, seed=seed, human_agreement=human_agreement)
+        return _write_matrix_report(
+            folder, config=config, metrics=metrics, seed=seed, human_agreement=human_agreement, resources=resources
+        )
 
 
 def _write_matrix_report(
@@ -594,9 +603,12 @@ def _write_matrix_report(
     metrics: list[str] | None,
     seed: int,
     human_agreement: Mapping[str, Sequence[HumanAgreement]] | None,
+    resources: SharedResources,
 ) -> Path:
     matrix_dir = folder.path
-    comparison, table, by_turn = run_comparison(matrix_dir, metrics=metrics, config=config, seed=seed)
+    comparison, table, by_turn = run_comparison(
+        matrix_dir, metrics=metrics, config=config, seed=seed, resources=resources
+    )
     headline = headline_metric(comparison)
     sensitivity = (
         compare(table, list(dict.fromkeys(comparison.means["metric"])), subset="valid", tests=(), seed=seed)
@@ -617,7 +629,7 @@ def _write_matrix_report(
     add_tests_and_agreement(report, comparison, table)
     records, groups, dialogues = [], {}, []
     for cell in discover_cells(matrix_dir):
-        data = load_run(cell.run_dir)
+        data = load_run(cell.run_dir, resources=resources)
         records.extend(data.judgments)
         dialogues.extend(data.dialogues)
         for d in data.dialogues:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncContextManager, Awaitable, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Awaitable, Callable, Hashable, Protocol, TypeVar
 
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.profile import Ratings
 from usersimcrs.core.secrets import Secrets
+from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,6 +55,8 @@ class RunContext:
     data: dict[str, Any] = field(default_factory=dict)
     cache: dict[str, Any] = field(default_factory=dict)
     secrets: Secrets = field(default_factory=Secrets)  # values of the env vars the config names, masked on the way in
+    # read-only resources of the command this run belongs to (a matrix: its cells share the items and indexes)
+    resources: SharedResources = field(default_factory=SharedResources)
     _exit: AsyncExitStack = field(default_factory=AsyncExitStack, repr=False)
 
     def llm(self, component: str) -> LLM:
@@ -79,6 +82,11 @@ class RunContext:
             self.cache[key] = factory()
         value: T = self.cache[key]
         return value
+
+    def derived(self, source: object, key: Hashable, factory: Callable[[], T]) -> T:
+        """A read-only resource built from `source` (e.g. `self.items`) and what `key` names, nothing else: built
+        once per command, so the cells of a matrix that share an item collection share its BM25 index too."""
+        return self.resources.derived(source, key, factory)
 
     def on_close(self, callback: Callable[[], Awaitable[Any]] | Callable[[], Any]) -> None:
         """Call `callback` (sync or async) when the run ends; callbacks run in reverse order."""

@@ -56,29 +56,11 @@ def _entries(sources: list[RunSource]) -> tuple[list[PoolEntry], int]:
     return entries, skipped
 
 
-def _share_items(sources: list[RunSource]) -> None:
-    """Read each item collection once for all cells that name the same one (a matrix's cells usually do).
-
-    `Run.items` is a functools.cached_property, which keeps its value in the instance's `__dict__`:
-    setting it there is the documented way to hand a run a value it would otherwise compute.
-    """
-    import json
-
-    shared: dict[str, object] = {}
-    for source in sources:
-        key = json.dumps(source.run.manifest.config.get("items"), sort_keys=True, default=str)
-        if key in shared:
-            source.run.__dict__["items"] = shared[key]
-        else:
-            shared[key] = source.run.items
-
-
 def load_pool(path: str | Path) -> ConversationPool:
     """Every conversation with at least one system turn under a run or matrix folder."""
     from usersimcrs.pipeline.sources import load_sources  # imports the analysis stack: only when needed
 
-    sources = load_sources(path)
-    _share_items(sources)
+    sources = load_sources(path)  # its runs share one SharedResources: each item file is read once
     entries, skipped = _entries(sources)
     return ConversationPool(entries, skipped)
 
