@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,50 @@ def test_title_keys_in_one_pass_are_the_keys_of_the_separate_functions(title):
     from usersimcrs.core.items import _exact_key, _title_keys
 
     assert _title_keys(title) == (normalize_title(title), _exact_key(title), _exact_key(display_title(title)))
+
+
+_YEAR_PATTERN = re.compile(r"\s*\((\d{4})\)\s*$")  # the split's definition, as a regex
+
+
+def _split_year_by_regex(title: str) -> tuple[str, int | None]:
+    match = _YEAR_PATTERN.search(title)
+    return (title.strip(), None) if not match else (title[: match.start()].strip(), int(match.group(1)))
+
+
+@given(st.text(" \t\n\u00a0\u2009\x1c\x85()0123456789\u0661\u00b2Heat é,", max_size=24))
+@settings(max_examples=400)
+def test_split_year_is_the_regex_split(title):
+    from usersimcrs.core.items import split_year
+
+    assert split_year(title) == _split_year_by_regex(title)
+
+
+@pytest.mark.parametrize(
+    "title, expected",
+    [
+        ("Heat (1995)", ("Heat", 1995)),
+        ("  Heat   (1995) \n", ("Heat", 1995)),
+        ("(1995)", ("", 1995)),
+        ("Heat (19955)", ("Heat (19955)", None)),
+        ("Heat (1995) extended", ("Heat (1995) extended", None)),
+        ("Heat (\u0661\u0669\u0669\u0665)", ("Heat", 1995)),  # Arabic-Indic digits are \d, as int() reads them
+        ("Heat (\u00b9\u00b9\u00b9\u00b9)", ("Heat (\u00b9\u00b9\u00b9\u00b9)", None)),  # superscripts are not
+    ],
+)
+def test_split_year_cases(title, expected):
+    from usersimcrs.core.items import split_year
+
+    assert split_year(title) == expected == _split_year_by_regex(title)
+
+
+def test_items_read_from_csv_equal_validated_items(tmp_path):
+    path = tmp_path / "items.csv"
+    path.write_text(
+        'movieId,title,genres\n1,Heat (1995),Action|Crime\n2,"American President, The (1995)",\n3,Untitled,(no genres listed)\n',
+        encoding="utf-8",
+    )
+    items = list(ItemCollection.from_csv(path, delimiters={"genres": "|"}))
+    assert [i.model_dump() for i in items] == [Item.model_validate(i.model_dump()).model_dump() for i in items]
+    assert items[0] == Item(id="1", title="Heat (1995)", year=1995, attributes={"genres": ["Action", "Crime"]})
+    assert items[1].year == 1995 and items[1].attributes == {} and items[2].year is None
+    assert all(i.model_fields_set == {"id", "title", "year", "attributes"} for i in items)

@@ -26,18 +26,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from usersimcrs.core.dialogue import ItemRef, Resolution
 from usersimcrs.errors import DataError
 
-_YEAR = re.compile(r"\s*\((\d{4})\)\s*$")
 _TRAILING_ARTICLE = re.compile(r"^(?P<rest>.*?),\s*(?P<article>The|A|An|Les|La|Le|L'|Il|Das|Der|Die|El)$", re.I)
 _SPACES = re.compile(r"\s+")
 _NON_WORD = re.compile(r"[^\w\s']")
 
 
 def split_year(title: str) -> tuple[str, int | None]:
-    """Split ``"Heat (1995)"`` into ``("Heat", 1995)``; titles without a year give None."""
-    match = _YEAR.search(title)
-    if not match:
-        return title.strip(), None
-    return title[: match.start()].strip(), int(match.group(1))
+    """Split ``"Heat (1995)"`` into ``("Heat", 1995)``; titles without a year give None.
+
+    The split of the pattern ``\\s*\\((\\d{4})\\)\\s*$`` (its ``\\s`` is `str.isspace`, its ``\\d``
+    `str.isdecimal`) without a regex search: it runs twice per title when a collection is loaded and
+    indexed (27.6k times for the 13.8k MovieLens items)."""
+    end = title.rstrip()
+    if len(end) >= 6 and end[-1] == ")" and end[-6] == "(" and end[-5:-1].isdecimal():
+        return end[:-6].strip(), int(end[-5:-1])
+    return title.strip(), None
 
 
 def normalize_title(title: str) -> str:
