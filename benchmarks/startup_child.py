@@ -21,9 +21,9 @@ def main() -> None:
     config_path, spawned_at = sys.argv[1], float(sys.argv[2])
     started, cpu_started = time.perf_counter(), time.process_time()
     import usersimcrs.cli  # noqa: F401 - what `usersimcrs run` imports first
-    from usersimcrs.cli import build_parser
+    from usersimcrs.cli import build_parser, modules_for
 
-    build_parser()
+    build_parser(modules_for(["run", config_path]))  # as `usersimcrs run CONFIG` builds it
     import crs_connectors.crs_arena  # noqa: F401
     import usersimcrs.llm.backends.openai_chat  # noqa: F401
     import usersimcrs.pipeline.simulate  # noqa: F401

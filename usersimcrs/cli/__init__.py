@@ -46,7 +46,25 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_module(command: str) -> str | None:
+    """The module of a subcommand name (`probe-crs` -> `probe_crs`, `import` -> `import_`), None when unknown."""
+    return next((name for name in COMMAND_MODULES if name.rstrip("_").replace("_", "-") == command), None)
+
+
+def modules_for(argv: list[str]) -> list[str]:
+    """The subcommand modules a command line needs: the named command's alone (a run's start-up does
+    not import the other commands' modules), every one for help, `--version` or an unknown name."""
+    for token in argv:
+        if token in ("-h", "--help", "--version"):
+            break
+        if not token.startswith("-"):
+            module = command_module(token)
+            return [module] if module is not None else COMMAND_MODULES
+    return COMMAND_MODULES
+
+
+def build_parser(modules: list[str] | None = None) -> argparse.ArgumentParser:
+    """The `usersimcrs` parser with the subcommands of `modules` (every one by default)."""
     parser = Parser(
         prog="usersimcrs",
         description="Evaluate conversational recommender systems with simulated users.",
@@ -54,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"usersimcrs {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if modules is None else modules:
         try:
             module = importlib.import_module(f"usersimcrs.cli.{name}")
         except ModuleNotFoundError as exc:
@@ -66,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(modules_for(argv))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
