@@ -38,27 +38,21 @@ class ItemFile(BaseModel):
     max_items: int | None = None
 
 
-def item_file(
-    path: str | Path,
-    *,
-    id_column: str = "movieId",
-    title_column: str = "title",
-    mapping: Mapping[str, str] | None = None,
-    delimiters: Mapping[str, str] | None = None,
-    max_items: int | None = None,
-) -> ItemFile:
-    """The key of an item file: its resolved path, size and modification time, and the reading options
-    (a file rewritten meanwhile is read again). OSError when the file cannot be stat'ed."""
+def _item_file(path: str | Path, options: Mapping[str, Any], max_items: int | None) -> ItemFile:
+    """The key of an item file read with `options` (`ItemCollection.from_csv`'s): its resolved path, size and
+    modification time (a file rewritten meanwhile is read again) and the options. OSError when it cannot
+    be stat'ed."""
     resolved = Path(path).resolve()
     stat = resolved.stat()
+    mapping = options["mapping"]
     return ItemFile(
         path=str(resolved),
         size=stat.st_size,
         mtime_ns=stat.st_mtime_ns,
-        id_column=id_column,
-        title_column=title_column,
+        id_column=options["id_column"],
+        title_column=options["title_column"],
         mapping=tuple(mapping.items()) if mapping is not None else None,
-        delimiters=tuple(sorted((delimiters or {}).items())),
+        delimiters=tuple(sorted(options["delimiters"].items())),
         max_items=max_items,
     )
 
@@ -118,7 +112,7 @@ class SharedResources:
             "delimiters": dict(delimiters or {}),
         }
         try:
-            key = item_file(path, max_items=max_items, **options)
+            key = _item_file(path, options, max_items)
         except OSError:  # unreadable: from_csv says so in its own words
             return ItemCollection.from_csv(path, **options)
         if max_items is None:
@@ -127,4 +121,4 @@ class SharedResources:
         return self.get(key, lambda: ItemCollection(list(whole)[:max_items]))
 
 
-__all__ = ["ItemFile", "SharedResources", "item_file"]
+__all__ = ["ItemFile", "SharedResources"]

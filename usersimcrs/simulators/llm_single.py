@@ -7,6 +7,7 @@ DialogueKit JSON file). The model ends the conversation with the prompt's stop t
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -69,12 +70,10 @@ class SinglePromptSimulator(LLMUserSimulator):
     def variables(self) -> dict[str, Any]:
         """Values for the prompt's placeholders that do not depend on the history, rendered once per
         conversation (the profile does not change during it; callers copy before adding to them)."""
-        rendered = self.__dict__.get("_variables")
-        if rendered is None:
-            rendered = self.__dict__["_variables"] = self._render_variables()
-        return rendered
+        return self._variables
 
-    def _render_variables(self) -> dict[str, Any]:
+    @cached_property
+    def _variables(self) -> dict[str, Any]:
         cfg = self.config
         sections = self.prompt.get("sections", {})
         mode = "structured" if cfg.structured else "text"
@@ -96,11 +95,13 @@ class SinglePromptSimulator(LLMUserSimulator):
     def messages(self, history: list[Utterance], *, opening: bool = False) -> list[Message]:
         """System prompt plus the history, rendered once (as chat turns or inside the prompt)."""
         variables = self.variables()
-        system = self.__dict__.get("_system")
-        if system is None:  # the variables are the conversation's: so is the system text
-            system = self.__dict__["_system"] = fill(self.prompt["system"], variables)
         instruction = self.prompt.get("instruction", {}).get("opening" if opening or not history else "next", "")
-        return self.compose(system, history, {**variables, "instruction": instruction})
+        return self.compose(self._system, history, {**variables, "instruction": instruction})
+
+    @cached_property
+    def _system(self) -> str:
+        """The system text: filled from the conversation's variables, so once per conversation."""
+        return fill(self.prompt["system"], self.variables())
 
     def examples(self) -> str:
         """Few-shot example conversations (empty in the default zero-shot setting)."""
