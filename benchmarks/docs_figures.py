@@ -127,7 +127,7 @@ def _fixed_table(scenarios: dict[str, Any]) -> list[str]:
         "| client | C | LLM calls | wall (s) | efficiency | mean call (ms) | CPU ms / LLM call | CPU ms / conversation |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for client in ("official", "aiohttp"):
+    for client in ("official", "lean", "aiohttp"):  # "aiohttp": the lean client of runs before issue #22
         for c, at in (b1.get(client) or {}).items():
             if c.startswith("C="):
                 lines.append(

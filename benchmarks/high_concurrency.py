@@ -5,7 +5,7 @@ an iEvaLM-protocol CRS over HTTP (`crs_arena` connector, one cookie jar per conv
 figure is a ratio or a per-call cost measured in one run, so load on the machine moves it little.
 Run by hand (also the profiling target of docs/benchmarks.md, "Where the time went")::
 
-    python -m benchmarks.high_concurrency --concurrency 128 --conversations 1024 --client aiohttp
+    python -m benchmarks.high_concurrency --concurrency 128 --conversations 1024 --client lean
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=list(HIGH_CONCURRENCY))
     parser.add_argument("--conversations", type=int, default=1_000, help="at least this many per run")
     parser.add_argument("--per-slot", type=int, default=8)
-    parser.add_argument("--client", nargs="+", default=["aiohttp", "official"])
+    parser.add_argument("--client", nargs="+", default=["lean", "official"])
     parser.add_argument("--latency-ms", type=float, default=LATENCY_MS)
     parser.add_argument("--repeats", type=int, default=1, help="runs per client and C (median of each figure)")
     args = parser.parse_args(argv)

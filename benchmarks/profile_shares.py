@@ -1,6 +1,6 @@
 """Shares of a py-spy profile per component, for docs/benchmarks.md ("Where the time went")::
 
-    py-spy record -r 250 --format raw -o prof.txt -- python -m benchmarks.high_concurrency --concurrency 128 --client aiohttp
+    py-spy record -r 250 --format raw -o prof.txt -- python -m benchmarks.high_concurrency --concurrency 128 --client lean
     python -m benchmarks.profile_shares prof.txt
 
 Each sample (a whole stack) goes to the first component whose marker occurs anywhere in it, in the
@@ -18,15 +18,15 @@ COMPONENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("connection set-up worker threads", ("concurrent/futures/thread.py",)),
     ("openai SDK call path", ("openai/",)),
     ("ollama SDK call path", ("ollama/",)),
-    ("LLM client (aiohttp)", ("lean_http.py",)),
-    ("CRS transport", ("crs_connectors/transport.py", "httpx/", "httpcore/")),
+    ("CRS transport", ("crs_connectors/transport.py", "httpx/", "httpcore/")),  # before the client it shares
+    ("LLM client (lean_http, http_client)", ("lean_http.py", "http_client.py", "aiohttp/")),
     ("difflib", ("difflib",)),
     ("title resolution", ("item_parsing.py", "core/items.py")),
     ("profile generation", ("user_model/", "profile")),
     ("LLM layer (retries, cache, structured output)", ("llm/managed.py", "llm/structured.py", "llm/cache.py")),
     ("simulator (prompt, parsing)", ("simulators/",)),
     ("records / JSONL", ("jsonl", "recorder", "dialogue.py")),
-    ("event loop and sockets (unattributed)", ("aiohttp/", "uvloop", "asyncio/")),
+    ("event loop and sockets (unattributed)", ("uvloop", "asyncio/", "engine/loop.py")),
 )
 
 

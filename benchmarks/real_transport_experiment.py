@@ -1,16 +1,17 @@
 """Experiment behind docs/benchmarks.md (issue #22, "What is left"): the real workload with both HTTP
-paths, the LLM client (`LeanHTTP.post`) and the CRS transport (`HTTPTransport._exchange_aiohttp`),
+paths, the LLM client (`LeanHTTP.post`) and the CRS transport (`HTTPTransport._exchange_pooled`),
 swapped for a minimal asyncio HTTP/1.x client, to size how much of the toolkit's CPU per conversation
-is aiohttp's per-request work. Not used by the toolkit; run it by hand::
+is its HTTP client's per-request work (aiohttp's, when this experiment was written; the toolkit's own
+client on llhttp since). Not used by the toolkit; run it by hand::
 
-    python -m benchmarks.real_transport_experiment --rounds 2   # aiohttp and the minimal client, alternated
+    python -m benchmarks.real_transport_experiment --rounds 2   # the toolkit's client and the minimal one, alternated
 
 The minimal client keeps idle keep-alive connections per event loop and host (last in, first out),
 closes a connection the server answers with HTTP/1.0 or `Connection: close`, writes each request in
 one write, and reads `Content-Length` bodies or a body up to the close. The CRS side keeps its
 cookies as `name=value` pairs per conversation. It has no TLS, redirects, chunked bodies, compression,
 timeouts of its own, size limit or error mapping: enough for the test servers, not for a product. The
-conversations it produces are the same (checked against the aiohttp path's dialogues.jsonl).
+conversations it produces are the same (checked against the toolkit path's dialogues.jsonl).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from benchmarks.scenarios import timed_run
 from benchmarks.server import crs_server, llm_server
 from benchmarks.setups import real_crs_options, real_workload_config
 from usersimcrs.core import wire_json
+from usersimcrs.core.http_client import Reply
 
-Reply = tuple[int, dict[str, str], list[str], bytes]
+RawReply = tuple[int, dict[str, str], list[str], bytes]
 
 
 class _Connection(asyncio.Protocol):
@@ -41,7 +43,7 @@ class _Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
-        self.waiter: asyncio.Future[tuple[Reply, bool]] | None = None
+        self.waiter: asyncio.Future[tuple[RawReply, bool]] | None = None
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -98,7 +100,7 @@ class MinimalClient:
     def __init__(self) -> None:
         self.idle: dict[tuple[str, int], list[_Connection]] = {}
 
-    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> Reply:
+    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> RawReply:
         parts = urlsplit(url)
         host, port = parts.hostname or "127.0.0.1", parts.port or 80
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -135,18 +137,19 @@ def install() -> None:
     def client() -> MinimalClient:
         return clients.setdefault(id(asyncio.get_running_loop()), MinimalClient())
 
-    async def post(self: lean_http.LeanHTTP, url: str, payload: dict[str, Any]) -> lean_http.LeanReply:
+    async def post(self: lean_http.LeanHTTP, url: str, payload: dict[str, Any]) -> Reply:
         status, headers, _, body = await client().request("POST", url, dict(self.headers), wire_json.encode(payload))
-        return lean_http.LeanReply(status, headers, body)
+        return Reply(status, {k.lower(): v for k, v in headers.items()}, [], body)
 
     async def exchange(
         self: transport.HTTPTransport,
         method: str,
         url: str,
-        headers: dict[str, str],
+        headers_block: bytes,
         content: bytes | None,
         started: float,
     ) -> transport.HTTPAnswer:
+        headers = self._request_headers if content is None else self._json_headers  # noqa: SLF001
         jar: dict[str, str] = self._jar or {}
         if self.keep_cookies and jar:
             headers = {**headers, "Cookie": "; ".join(f"{k}={v}" for k, v in jar.items())}
@@ -167,18 +170,20 @@ def install() -> None:
         return transport._checked(answer, reply_headers.get("Retry-After"))  # noqa: SLF001 - the same check
 
     lean_http.LeanHTTP.post = post  # type: ignore[method-assign]
-    transport.HTTPTransport._exchange_aiohttp = exchange  # type: ignore[method-assign]  # noqa: SLF001
+    transport.HTTPTransport._exchange_pooled = exchange  # type: ignore[method-assign,assignment]  # noqa: SLF001
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--conversations", type=int, default=1_024)
-    parser.add_argument("--rounds", type=int, default=1, help="aiohttp, then the minimal client, this many times")
-    parser.add_argument("--client", choices=("aiohttp", "minimal"), help="only this one (a process per client)")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="the toolkit's client, then the minimal one, this many times"
+    )
+    parser.add_argument("--client", choices=("toolkit", "minimal"), help="only this one (a process per client)")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="usersimcrs-transport-"))
-    clients = [args.client] if args.client else ["aiohttp", "minimal"]
+    clients = [args.client] if args.client else ["toolkit", "minimal"]
     if args.client is None and args.rounds:
         # the swap is for the whole process: each measurement runs in a child of its own
         import subprocess

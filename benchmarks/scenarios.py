@@ -21,7 +21,7 @@ from usersimcrs.llm.config import LLMConfig
 
 LATENCY_S = 0.05
 CONCURRENCY = (1, 8, 32, 64)
-CLIENTS = ("official", "aiohttp")  # llm.client: the official openai library, or the lean aiohttp transport
+CLIENTS = ("official", "lean")  # llm.client: the official openai library, or the lean transport
 DEFAULT_CLIENT: str = LLMConfig.model_fields["client"].default  # the headline figures are the default client's
 HIGH_LATENCY_S = 0.2  # B1 at C = 128 and 256: the issue #15 workload (200 ms server, iEvaLM CRS server)
 HIGH_CONCURRENCY = (128, 256)

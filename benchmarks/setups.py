@@ -45,7 +45,7 @@ def llm_user_config(
     """The single-prompt LLM user (one LLM call per user turn) against an in-process CRS (echo or BM25),
     or, with `crs_url`, the iEvaLM-protocol test CRS server at that URL (its own process).
 
-    `client` is the HTTP client of the openai backend (`aiohttp` or `official`; None: the config default).
+    `client` is the HTTP client of the openai backend (`lean` or `official`; None: the config default).
     """
     data = _base(name, conversations, concurrency, seed)
     data["max_turns"] = 4  # with the benchmark server's replies every conversation runs to it: 4 LLM calls each

@@ -5,7 +5,7 @@ piece by piece, and prints it as JSON::
 
 `SPAWNED_AT` is the parent's `time.time()` just before it started this process, so interpreter
 start-up is counted too. Imports: the modules a run of the real workload loads (CLI, engine, the
-openai backend with its aiohttp client, the crs_arena connector). Data: the item collection and
+openai backend with its lean client, the crs_arena connector). Data: the item collection and
 the ratings, loaded as the engine loads them. Wall times, and CPU times for imports and items.
 """
 

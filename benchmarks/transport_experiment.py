@@ -2,7 +2,7 @@
 swapped for a minimal asyncio HTTP/1.1 client, to show how much of the per-call CPU is the client
 stack rather than the engine. Not used by the toolkit; run it by hand::
 
-    python -m benchmarks.transport_experiment   # official SDK, `client: aiohttp`, then the minimal one
+    python -m benchmarks.transport_experiment   # official SDK, `client: lean`, then the minimal one
 
 The minimal client keeps one idle-connection pool per event loop and host, sends one request per
 connection at a time with `TCP_NODELAY`, and reads `Content-Length` bodies only (enough for the
@@ -111,7 +111,7 @@ def measure(label: str, work: Path, client: str = "official") -> None:
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         measure("sdk", Path(folder))
-        measure("aiohttp", Path(folder), client="aiohttp")
+        measure("lean", Path(folder), client="lean")
         install_minimal_transport()
         measure("minimal", Path(folder))
 

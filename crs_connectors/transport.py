@@ -6,18 +6,19 @@ body before it is parsed, and every failure reason (a 4xx body, a redirect's tar
 CRS that echoes its bearer token puts it in no file. Redirects are not followed (a 3xx is a
 failure naming its target), so a token is never sent on to another address.
 
-Requests go through a lean aiohttp pool (`CRSPool`): the run's shared one when the engine put one in
-the context (one keep-alive pool per run), else the transport's own. httpx cost about 1 ms of CPU per
-request at C = 128 (pool bookkeeping, request models, cookie adapters), which made the CRS turn half
-of the engine's CPU. A context that hands an ``httpx.AsyncClient`` as ``http`` (tests, embedding code
-with a custom transport) gets its requests sent through that client instead. Either way cookies live
-in a jar owned by one conversation, so a session cookie set for one conversation is never sent in another.
+Requests go through the toolkit's HTTP client (`usersimcrs.core.http_client`) in a `CRSPool`: the
+run's shared one when the engine put one in the context (one keep-alive pool per run), else the
+transport's own. httpx cost about 1 ms of CPU per request at C = 128 and aiohttp about 0.5 ms per new
+connection above a bare asyncio protocol, which against an HTTP/1.0 CRS (a new connection every turn)
+made the CRS turn a third of the engine's CPU. A context that hands an ``httpx.AsyncClient`` as
+``http`` (tests, embedding code with a custom transport) gets its requests sent through that client
+instead. Either way cookies live in a jar owned by one conversation, so a session cookie set for one
+conversation is never sent in another.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import logging
 import random
@@ -31,13 +32,21 @@ from pydantic import Field
 from crs_connectors.base import ConnectorConfig
 from usersimcrs.core import wire_json
 from usersimcrs.core.env_headers import headers_from_env
-from usersimcrs.core.loop_session import LoopSession
+from usersimcrs.core.http_client import (
+    ACCEPTED_ENCODINGS,
+    ConnectFailed,
+    ConnectionLost,
+    HTTPClient,
+    InvalidURL,
+    ReplyTooLarge,
+    SessionCookies,
+    encode_headers,
+)
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy, parse_retry_after
 from usersimcrs.core.secrets import Secrets
 from usersimcrs.errors import ConnectorError
 
-if TYPE_CHECKING:  # both libraries are imported on first use: a run without an HTTP CRS never pays for them
-    import aiohttp
+if TYPE_CHECKING:  # imported on first use: only a context that hands in an httpx client pays for it
     import httpx
 
 log = logging.getLogger(__name__)
@@ -45,7 +54,6 @@ T = TypeVar("T")
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 POOL_KEY = "crs_connectors.transport:CRSPool"  # where the engine keeps the run's pool (RunContext.shared)
 PREPARED_KEY = "crs_connectors.transport:prepared"  # per-run: options object -> its headers, secrets, policy
-READ_CHUNK = 65536
 
 
 class HTTPOptions(ConnectorConfig):
@@ -110,112 +118,30 @@ def seed_for(*parts: object) -> int:
 
 
 class CRSPool:
-    """One aiohttp session (keep-alive pool, no cookie jar of its own) per event loop, for CRS requests.
+    """The run's HTTP client for CRS requests: keep-alive connections per event loop, no cookies of its own.
 
-    Cookies never go into the session: each conversation's transport keeps its own jar and sends the
-    Cookie header itself. The session is made lazily inside the running loop and made anew when a
-    later `asyncio.run` brings another loop (the old one is let go without touching its loop).
+    Cookies never go into the pool: each conversation's transport keeps its own jar and sends the
+    Cookie header itself.
     """
 
     def __init__(self, connections: int = 0) -> None:
         self.connections = max(0, connections)  # 0: no cap (the engine's concurrency bounds it)
-        self._sessions = LoopSession(self._new_session)
-
-    def _new_session(self) -> aiohttp.ClientSession:
-        import aiohttp
-
-        connector = direct_connector_class()(limit=self.connections, limit_per_host=0, enable_cleanup_closed=False)
-        return aiohttp.ClientSession(
-            connector=connector,
-            cookie_jar=aiohttp.DummyCookieJar(),  # cookies are per conversation, never per pool
-            timeout=aiohttp.ClientTimeout(total=None),  # the transport's asyncio.timeout bounds each attempt
-            auto_decompress=True,
-        )
-
-    def session(self) -> aiohttp.ClientSession:
-        """The session of the running loop (made on first use there; a stale one is dropped)."""
-        return self._sessions.get()
+        self.client = HTTPClient(connections=self.connections)
 
     async def aclose(self) -> None:
-        """Close the session if it belongs to the running loop, else just let go of it."""
-        await self._sessions.aclose()
+        """Close the idle connections of the running loop."""
+        await self.client.aclose()
 
     def __del__(self) -> None:
         # a pool its owner never closed (e.g. a probe that gave up early) goes quietly, like an httpx client
-        self._sessions.let_go()
+        self.client.let_go()
 
 
-@functools.cache  # one class per process (aiohttp is imported on first use)
-def direct_connector_class() -> type[aiohttp.TCPConnector]:
-    """aiohttp's `TCPConnector`, connecting to a single IPv4 address (an IP literal in the URL, or a
-    name that resolves to one) with the event loop's own `create_connection`.
-
-    aiohttp hands every new connection to aiohappyeyeballs, which makes a socket in Python and awaits
-    `loop.sock_connect`; under uvloop that call resolves the address again in libuv's thread pool
-    (family only, so its fast path for IP literals is missed) and registers the socket twice. Against
-    an HTTP/1.0 CRS, which needs a new connection every turn, that was about 0.2 ms of CPU per turn
-    of 0.4 ms for the whole connection set-up (C = 32, 2 cores). Happy eyeballs has nothing to race
-    with one address, so the loop connects directly; TLS, several addresses, IPv6, a connect timeout,
-    a local address or a socket factory take aiohttp's own path. A refused connection reads as on
-    aiohttp's path ("Connect call failed ('127.0.0.1', 9)"), so failure reasons do not change. Should
-    aiohttp's connector hook change shape, the plain `TCPConnector` is used.
-    """
-    import aiohttp
-
-    connector: type[aiohttp.TCPConnector] = (
-        _make_direct_connector(aiohttp) if _hook_fits(aiohttp) else aiohttp.TCPConnector
-    )
-    return connector
-
-
-def _hook_fits(aiohttp: Any) -> bool:
-    """Whether `TCPConnector._wrap_create_connection` still takes what the direct path relies on."""
-    import inspect
-
-    hook = getattr(aiohttp.TCPConnector, "_wrap_create_connection", None)
-    if hook is None:
-        return False
-    parameters = inspect.signature(hook).parameters
-    return all(name in parameters for name in ("addr_infos", "req", "timeout", "client_error"))
-
-
-def _make_direct_connector(aiohttp: Any) -> type[aiohttp.TCPConnector]:
-    import socket
-
-    class DirectTCPConnector(aiohttp.TCPConnector):
-        async def _wrap_create_connection(
-            self,
-            *args: Any,
-            addr_infos: list[Any],
-            req: Any,
-            timeout: Any,
-            client_error: type[Exception] = aiohttp.ClientConnectorError,
-            **kwargs: Any,
-        ) -> Any:
-            direct = (
-                len(addr_infos) == 1
-                and addr_infos[0][0] == socket.AF_INET
-                and not kwargs.get("ssl")
-                and getattr(timeout, "sock_connect", None) is None
-                and not getattr(self, "_local_addr_infos", None)
-                and getattr(self, "_socket_factory", None) is None
-            )
-            if not direct:
-                return await super()._wrap_create_connection(
-                    *args, addr_infos=addr_infos, req=req, timeout=timeout, client_error=client_error, **kwargs
-                )
-            family, _, proto, _, address = addr_infos[0]
-            try:
-                return await self._loop.create_connection(
-                    *args, host=address[0], port=address[1], family=family, proto=proto, **kwargs
-                )
-            except OSError as exc:
-                if exc.errno is None:  # a timeout (TimeoutError is an OSError) goes up as on aiohttp's path
-                    raise
-                failure = OSError(exc.errno, f"Connect call failed {address}")  # the subclass of errno, as there
-                raise client_error(req.connection_key, failure) from exc
-
-    return DirectTCPConnector
+def _header_block(headers: dict[str, str]) -> bytes:
+    try:
+        return encode_headers(headers)
+    except ValueError as exc:
+        raise ConnectorError(f"crs.headers: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -226,6 +152,8 @@ class _Prepared:
     secrets: Secrets
     request_headers: dict[str, str]
     json_headers: dict[str, str]
+    request_block: bytes  # the same headers as lines for the toolkit's client, checked and encoded once
+    json_block: bytes
     policy: RetryPolicy
 
     @classmethod
@@ -233,11 +161,14 @@ class _Prepared:
         secret_headers = headers_from_env(options.headers_env, section="crs")
         headers = {**options.headers, **secret_headers}
         request_headers = {"User-Agent": "usersimcrs", "Accept": "application/json, text/plain;q=0.9", **headers}
+        json_headers = {"Content-Type": "application/json", **request_headers}
         return cls(
             headers=headers,
             secrets=Secrets(secret_headers.values()) + run_secrets,
             request_headers=request_headers,
-            json_headers={"Content-Type": "application/json", **request_headers},
+            json_headers=json_headers,
+            request_block=_header_block({**ACCEPTED_ENCODINGS, **request_headers}),
+            json_block=_header_block({**ACCEPTED_ENCODINGS, **json_headers}),
             policy=RetryPolicy(attempts=options.retries + 1, base_s=options.backoff_s, cap_s=options.max_backoff_s),
         )
 
@@ -256,7 +187,7 @@ class HTTPTransport:
         if self._own_pool:
             self._pool = CRSPool()
         self.keep_cookies = keep_cookies
-        self._jar: Any = None  # made on first use: an aiohttp CookieJar, or httpx.Cookies on the httpx path
+        self._jar: Any = None  # made on first use: SessionCookies, or httpx.Cookies on the httpx path
         run_secrets = getattr(context, "secrets", None)
         run_secrets = run_secrets if isinstance(run_secrets, Secrets) else Secrets()
         # what depends on the options alone (headers, secrets, retry policy) is built once per run, not per
@@ -270,7 +201,8 @@ class HTTPTransport:
         self.secrets = prepared.secrets
         self._request_headers = prepared.request_headers
         self._json_headers = prepared.json_headers
-        self._urls: dict[str, Any] = {}  # URL text -> parsed yarl URL (the aiohttp path)
+        self._request_block = prepared.request_block
+        self._json_block = prepared.json_block
         self._seed = (getattr(context, "run_seed", 0), seed_key)
         self._rng_made: random.Random | None = None  # made from `_seed` when a retry first waits
         self._policy = prepared.policy
@@ -294,15 +226,13 @@ class HTTPTransport:
         """Names of the cookies this conversation holds."""
         if self._jar is None:
             return []
-        if self._httpx_client is not None or self._own_httpx is not None:
-            return list(self._jar)
-        return [morsel.key for morsel in self._jar]
+        return list(self._jar)
 
     @property
     def client(self) -> httpx.AsyncClient:
         """The httpx client a context handed in (the httpx path only)."""
         if self._httpx_client is None:
-            raise AttributeError("this transport sends through its aiohttp pool, not an httpx client")
+            raise AttributeError("this transport sends through its CRS pool, not an httpx client")
         return self._httpx_client
 
     async def aclose(self) -> None:
@@ -358,73 +288,58 @@ class HTTPTransport:
     async def _attempt(self, method: str, url: str, json_body: Any) -> HTTPAnswer:
         """One request within the timeout; failures become Retryable or (for 4xx) ConnectorError."""
         self.attempts += 1
-        headers = self._request_headers
-        if json_body is not None and "Content-Type" not in headers:
-            headers = self._json_headers
         content = None if json_body is None else wire_json.encode(json_body)
         if self._httpx_client is not None:
+            headers = self._request_headers
+            if json_body is not None and "Content-Type" not in headers:
+                headers = self._json_headers
             return await self._attempt_httpx(method, url, headers, content)
-        return await self._attempt_aiohttp(method, url, headers, content)
+        json_needed = json_body is not None and "Content-Type" not in self._request_headers
+        return await self._attempt_pooled(
+            method, url, self._json_block if json_needed else self._request_block, content
+        )
 
-    async def _attempt_aiohttp(
-        self, method: str, url: str, headers: dict[str, str], content: bytes | None
-    ) -> HTTPAnswer:
-        import aiohttp
-
+    async def _attempt_pooled(self, method: str, url: str, headers: bytes, content: bytes | None) -> HTTPAnswer:
         timeout = self.options.timeout_s
+        limit = self.options.max_response_bytes
         started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout):
-                return await self._exchange_aiohttp(method, url, headers, content, started)
-        except TimeoutError:  # aiohttp's own read/connect timeouts included
+                return await self._exchange_pooled(method, url, headers, content, started)
+        except TimeoutError:
             raise Retryable(f"timeout after {format_seconds(timeout)}") from None
-        except aiohttp.InvalidURL:
+        except InvalidURL:
             raise ConnectorError(f"invalid URL {url!r}") from None
-        except aiohttp.ClientConnectorError as exc:
-            reason = getattr(exc.os_error, "strerror", None) or _short(exc)
-            raise Retryable(f"cannot connect to {url} ({reason or 'connection refused'})") from None
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, aiohttp.ClientPayloadError):
+        except ConnectFailed as exc:
+            raise Retryable(f"cannot connect to {url} ({exc.reason})") from None
+        except ReplyTooLarge:
+            raise Retryable(f"reply over {format_size(limit)}") from None
+        except (ConnectionLost, OSError):
             raise Retryable("connection reset") from None  # one stable reason, whatever the OS says
-        except aiohttp.ClientError as exc:
-            raise Retryable(f"HTTP error ({_short(exc) or type(exc).__name__})") from None
-        except ValueError:  # yarl rejects the URL before aiohttp sees it
-            raise ConnectorError(f"invalid URL {url!r}") from None
 
-    async def _exchange_aiohttp(
-        self, method: str, url: str, headers: dict[str, str], content: bytes | None, started: float
+    async def _exchange_pooled(
+        self, method: str, url: str, headers: bytes, content: bytes | None, started: float
     ) -> HTTPAnswer:
         assert self._pool is not None
-        session = self._pool.session()
-        request_url = self._urls.get(url)
-        if request_url is None:
-            from yarl import URL
-
-            request_url = self._urls[url] = URL(url)  # parsed once per connector, not per turn
-        if self.keep_cookies and self._jar is not None:
-            cookies = self._jar.filter_cookies(request_url)
-            if cookies:
-                headers = {**headers, "Cookie": "; ".join(f"{name}={m.coded_value}" for name, m in cookies.items())}
-        async with session.request(
-            method, request_url, headers=headers, data=content, allow_redirects=False
-        ) as response:
-            received = response.cookies if self.keep_cookies else None  # parsed from Set-Cookie once
-            if received:
-                if self._jar is None:
-                    import aiohttp
-
-                    self._jar = aiohttp.CookieJar(unsafe=True)  # unsafe: also keep cookies of IP hosts (127.0.0.1)
-                self._jar.update_cookies(received, response.url)
-            body = await _read_limited_aiohttp(response, self.options.max_response_bytes)
-            status = response.status
-            answer = HTTPAnswer(
-                status=status,
-                body=self.secrets.scrub_bytes(body),
-                content_type=response.headers.get("Content-Type", ""),
-                latency_s=time.perf_counter() - started,
-                location=response.headers.get("Location"),
-            )
-            retry_after = response.headers.get("Retry-After")
-        return _checked(answer, retry_after)
+        client = self._pool.client
+        target = client.target(url)
+        if self.keep_cookies and self._jar:
+            cookie = self._jar.header(target)
+            if cookie:
+                headers += b"Cookie: " + cookie.encode("latin-1", "replace") + b"\r\n"
+        reply = await client.request(method, target, headers, content, limit=self.options.max_response_bytes)
+        if self.keep_cookies and reply.set_cookie:
+            if self._jar is None:
+                self._jar = SessionCookies()
+            self._jar.update(reply.set_cookie, target)
+        answer = HTTPAnswer(
+            status=reply.status,
+            body=self.secrets.scrub_bytes(reply.body),
+            content_type=reply.header("content-type") or "",
+            latency_s=time.perf_counter() - started,
+            location=reply.header("location"),
+        )
+        return _checked(answer, reply.header("retry-after"))
 
     async def _attempt_httpx(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> HTTPAnswer:
         import httpx
@@ -493,24 +408,6 @@ def _checked(answer: HTTPAnswer, retry_after: str | None) -> HTTPAnswer:
 
 def _over_limit(declared: str | None, limit: int) -> bool:
     return bool(declared and declared.isdigit() and int(declared) > limit)
-
-
-async def _read_limited_aiohttp(response: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The body, reading at most `limit` bytes; more is a retryable 'reply over <limit>'."""
-    declared = response.headers.get("Content-Length")
-    if _over_limit(declared, limit):
-        raise Retryable(f"reply over {format_size(limit)}")
-    if declared is not None and declared.isdigit() and "Content-Encoding" not in response.headers:
-        return await response.read()  # framed by its length (within the limit), nothing to inflate: one read
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := await response.content.read(READ_CHUNK):
-        size += len(chunk)
-        if size > limit:
-            response.close()  # drop the connection rather than drain an oversize body
-            raise Retryable(f"reply over {format_size(limit)}")
-        chunks.append(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 async def _read_limited_httpx(response: httpx.Response, limit: int) -> bytes:

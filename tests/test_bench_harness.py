@@ -35,7 +35,7 @@ def test_table_lists_every_scenario_with_its_verdict():
 def test_timed_runs_count_llm_calls_and_split_wall_time(tmp_path):
     with llm_server(5) as url:
         llm = timed_run(llm_user_config(url, conversations=6, concurrency=3), tmp_path / "llm")
-        lean = timed_run(llm_user_config(url, conversations=6, concurrency=3, client="aiohttp"), tmp_path / "lean")
+        lean = timed_run(llm_user_config(url, conversations=6, concurrency=3, client="lean"), tmp_path / "lean")
         cached = timed_run(
             llm_user_config(url, conversations=4, concurrency=2, cache_dir=str(tmp_path / "c")), tmp_path / "a"
         )
@@ -48,7 +48,7 @@ def test_timed_runs_count_llm_calls_and_split_wall_time(tmp_path):
     agenda = timed_run(agenda_config(conversations=5, concurrency=1), tmp_path / "agenda")
     assert agenda.llm_calls == 0 and agenda.simulator_s > 0 and agenda.crs_s > 0
     assert lean.conversations == 6 and lean.failed == 0 and lean.llm_calls == llm.llm_calls
-    by_c = {"official": {1: llm, 8: llm, 32: llm, 64: llm}, "aiohttp": {1: lean, 8: lean, 32: lean, 64: lean}}
+    by_c = {"official": {1: llm, 8: llm, 32: llm, 64: llm}, "lean": {1: lean, 8: lean, 32: lean, 64: lean}}
     row = b1_efficiency(by_c, {"official": {"c32": llm}})
     headline = row.figures["headline_client"]
     assert (
@@ -56,20 +56,20 @@ def test_timed_runs_count_llm_calls_and_split_wall_time(tmp_path):
         and 0 < row.figures["official"]["C=1"]["efficiency"]
         and "bm25_crs_C=32" in row.figures["official"]
     )
-    assert headline == DEFAULT_CLIENT == "aiohttp" and row.value == row.figures[headline]["C=32"]["efficiency"]
+    assert headline == DEFAULT_CLIENT == "lean" and row.value == row.figures[headline]["C=32"]["efficiency"]
     assert headline in row.headline
 
 
 def test_high_concurrency_figures_are_per_call_costs_and_ratios_of_one_run(tmp_path):
     with llm_server(5) as llm_url, crs_server() as crs_url:
         figures = high_concurrency_runs(
-            llm_url, crs_url, tmp_path, clients=("aiohttp",), concurrency=(4,), per_slot=2, minimum=6, latency_s=0.005
+            llm_url, crs_url, tmp_path, clients=("lean",), concurrency=(4,), per_slot=2, minimum=6, latency_s=0.005
         )
-    at = figures["aiohttp"]["C=4"]
+    at = figures["lean"]["C=4"]
     assert at["conversations"] == 8 and at["failed"] == 0 and at["llm_calls"] >= 8
     assert at["cpu_ms_per_conversation"] > at["cpu_ms_per_llm_call"] > 0 and 0 < at["efficiency"] <= 1.5
-    rows = b1_high_rows({"aiohttp": {"C=128": at}})
-    assert [r.key for r in rows] == ["B1-128", "B1-cpu", "B1-conv"] and all("aiohttp" in r.headline for r in rows)
+    rows = b1_high_rows({"lean": {"C=128": at}})
+    assert [r.key for r in rows] == ["B1-128", "B1-cpu", "B1-conv"] and all("lean" in r.headline for r in rows)
 
 
 def test_repeated_runs_report_the_median_of_each_figure_and_every_run():

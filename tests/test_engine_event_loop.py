@@ -48,7 +48,7 @@ def _conversations(run_dir: Path) -> dict[str, dict]:
     return out
 
 
-@pytest.mark.parametrize("client", ["official", "aiohttp"])
+@pytest.mark.parametrize("client", ["official", "lean"])
 def test_uvloop_and_asyncio_runs_give_identical_conversations(tmp_path, client):
     with LLMServer(latency_ms=2) as server:
         run(_config(server.openai_url, "asyncio", client), tmp_path / "asyncio")

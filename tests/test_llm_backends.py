@@ -15,7 +15,7 @@ from usersimcrs.llm.config import LLMConfig
 from usersimcrs.testing import LLMServer
 
 BACKENDS = ["openai", "ollama"]
-CLIENTS = ["official", "aiohttp"]  # the libraries' own clients and the lean aiohttp one speak the same protocol
+CLIENTS = ["official", "lean"]  # the libraries' own clients and the lean one speak the same protocol
 SCHEMA = {
     "type": "object",
     "properties": {"intent": {"type": "string", "enum": ["ask", "accept", "reject"]}, "score": {"type": "integer"}},

@@ -19,11 +19,12 @@ class LLMConfig(BaseModel):
     headers_env: dict[str, str] = Field(
         default_factory=dict, description="header name -> name of the environment variable holding its value"
     )
-    client: Literal["official", "aiohttp"] = Field(
-        "aiohttp",
+    client: Literal["official", "lean"] = Field(
+        "lean",
         description=(
-            "HTTP client of the openai/ollama backends: a lean aiohttp transport (default: about 0.1 ms of "
-            "CPU per call) or the official library (about 3 ms per call); both speak the same wire protocol"
+            "HTTP client of the openai/ollama backends: the toolkit's lean HTTP client (default: well under "
+            "0.1 ms of CPU per call) or the official library (about 3 ms per call); both speak the same wire "
+            "protocol. `aiohttp`, its name before issue #22, is read as `lean`"
         ),
     )
     timeout_s: float = 120.0
@@ -41,6 +42,12 @@ class LLMConfig(BaseModel):
     n_ctx: int = 4096
     n_threads: int | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("client", mode="before")
+    @classmethod
+    def _former_client_name(cls, value: Any) -> Any:
+        """Configs written when the lean client ran on aiohttp keep working."""
+        return "lean" if value == "aiohttp" else value
 
     @field_validator("backend")
     @classmethod

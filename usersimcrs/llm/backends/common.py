@@ -33,7 +33,7 @@ def ollama_host(config: LLMConfig) -> str:
 
 
 async def close_transports(lean: Any, clients: Any) -> None:
-    """Close a backend's aiohttp transport (when it has one) and its official client of this loop."""
+    """Close a backend's lean transport (when it has one) and its official client of this loop."""
     if lean is not None:
         await lean.aclose()
     client = clients.take_current()

@@ -1,6 +1,6 @@
 """`ollama` backend: non-streaming `/api/chat`, host from config.base_url or OLLAMA_HOST.
 
-By default (`client: aiohttp`) the POST {host}/api/chat (model, messages, format, options,
+By default (`client: lean`) the POST {host}/api/chat (model, messages, format, options,
 stream=false) goes through `LeanHTTP`; with `client: official` it goes through the official
 `ollama.AsyncClient`, imported only then.
 """
@@ -40,7 +40,7 @@ class OllamaChat(LLM):
         headers = headers_from_env(config.headers_env, section="llm")
         self._secrets = list(headers.values())
         self._lean: LeanHTTP | None = None
-        if config.client == "aiohttp":
+        if config.client == "lean":
             self._lean = self._lean_transport(headers)
         self._client = PerLoop(lambda: self._official_client(headers))
 
@@ -56,7 +56,7 @@ class OllamaChat(LLM):
         )
 
     def _lean_transport(self, headers: dict[str, str]) -> LeanHTTP:
-        """The aiohttp transport, with the headers the official client would send (OLLAMA_API_KEY too)."""
+        """The lean transport, with the headers the official client would send (OLLAMA_API_KEY too)."""
         wire_headers = dict(headers)
         api_key = os.environ.get("OLLAMA_API_KEY")
         if api_key and not any(name.lower() == "authorization" for name in wire_headers):

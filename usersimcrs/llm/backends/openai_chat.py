@@ -1,6 +1,6 @@
 """`openai` backend: chat completions against OpenAI or any compatible server.
 
-By default (`client: aiohttp`) the request (POST {base_url}/chat/completions, Bearer key, extra
+By default (`client: lean`) the request (POST {base_url}/chat/completions, Bearer key, extra
 headers, `response_format` json_schema) goes through `LeanHTTP`; with `client: official` the same
 request goes through the official `AsyncOpenAI` client, imported only then (it costs about 0.3 s
 of start-up and 3 ms of CPU per call).
@@ -59,7 +59,7 @@ class OpenAIChat(LLM):
         headers = headers_from_env(config.headers_env, section="llm")
         self._secrets = [key, *headers.values()]
         self._lean: LeanHTTP | None = None
-        if config.client == "aiohttp":
+        if config.client == "lean":
             self._lean = LeanHTTP(
                 "openai",
                 connections=config.max_concurrency,

@@ -1,4 +1,4 @@
-"""`client: aiohttp` of the openai and ollama backends against the real local LLM server.
+"""`client: lean` of the openai and ollama backends against the real local LLM server.
 
 The protocol behaviours shared with the official clients run for both clients in
 tests/test_llm_backends.py; here: wire parity with the official client, failures only this client
@@ -26,8 +26,8 @@ HELLO = [Message(role="system", content="You are a movie fan."), Message(role="u
 
 
 def lean(server: LLMServer, backend: str, **overrides):
-    """A config for `backend` on `server` using the aiohttp client."""
-    return server.config(backend, client="aiohttp", **overrides)
+    """A config for `backend` on `server` using the lean client."""
+    return server.config(backend, client="lean", **overrides)
 
 
 async def complete_once(config, messages=HELLO, **kwargs):
@@ -45,19 +45,17 @@ def test_same_wire_request_as_the_official_client(backend, monkeypatch):
     monkeypatch.setenv("WIRE_HEADER", "hdr-secret-0002")
     extra = {"api_key_env": "WIRE_KEY", "headers_env": {"X-Team": "WIRE_HEADER"}, "options": {"top_p": 0.5}}
     bodies, headers = {}, {}
-    for client in ("official", "aiohttp"):
+    for client in ("official", "lean"):
         with LLMServer(replies=['{"intent": "ask", "score": 3}']) as server:
             config = server.config(backend, client=client, **extra)
             asyncio.run(complete_once(config, max_tokens=20, temperature=0.3, seed=4, schema=SCHEMA))
             (request,) = server.chat_requests
         bodies[client] = request.body
         headers[client] = {k.lower(): v for k, v in request.headers.items()}
-    assert bodies["aiohttp"] == bodies["official"]
-    assert headers["aiohttp"]["x-team"] == headers["official"]["x-team"] == "hdr-secret-0002"
+    assert bodies["lean"] == bodies["official"]
+    assert headers["lean"]["x-team"] == headers["official"]["x-team"] == "hdr-secret-0002"
     if backend == "openai":
-        assert (
-            headers["aiohttp"]["authorization"] == headers["official"]["authorization"] == "Bearer sk-wire-secret-0001"
-        )
+        assert headers["lean"]["authorization"] == headers["official"]["authorization"] == "Bearer sk-wire-secret-0001"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -70,7 +68,7 @@ def test_empty_completion_every_time_raises_llm_error(backend):
 def test_client_errors_are_not_retried_and_secrets_are_scrubbed(monkeypatch):
     monkeypatch.setenv("LEAN_KEY", "sk-never-shown-9999")
     with LLMServer() as server:
-        config = server.config("openai", client="aiohttp", api_key_env="LEAN_KEY", retries=3, backoff_s=0.001)
+        config = server.config("openai", client="lean", api_key_env="LEAN_KEY", retries=3, backoff_s=0.001)
         config = config.model_copy(update={"base_url": server.url + "/wrong/v1"})
         with pytest.raises(LLMError, match="HTTP 404") as caught:
             asyncio.run(complete_once(config))
@@ -115,12 +113,14 @@ def test_concurrent_calls_share_a_bounded_pool():
                 started = time.perf_counter()
                 messages = [[Message(role="user", content=f"question {i}")] for i in range(64)]
                 results = await asyncio.gather(*(llm.complete(m) for m in messages))
-                return results, time.perf_counter() - started, llm.slot.backend._lean.session().connector.limit
+                client = llm.slot.backend._lean.client
+                kept = sum(len(idle) for idle in client._state.idle.values())
+                return results, time.perf_counter() - started, (client.connections, kept)
             finally:
                 await provider.aclose()
 
         results, elapsed, limit = asyncio.run(burst())
     assert len({r.text for r in results}) > 1 and all(r.text for r in results)
-    assert limit == 16
+    assert limit[0] == 16 and 1 < limit[1] <= 16  # no more connections than the cap, reused afterwards
     assert 0.2 <= elapsed < 2.0  # 64 calls, 16 at a time, 50 ms each: about 4 rounds
     assert provider.usage_summary()["calls"] == 64
