@@ -101,6 +101,11 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/garbage":
             self.wfile.write(b"this is not HTTP at all\r\n\r\n")
             self.close_connection = True
+        elif path == "/endless-header":  # a hostile server: one header that never ends
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Pad: ")
+            for _ in range(100):
+                self.wfile.write(b"a" * 10_000)
+            self.close_connection = True
         elif path == "/hang-up":
             self.close_connection = True
         elif path == "/slow":
@@ -112,9 +117,14 @@ class Handler(BaseHTTPRequestHandler):
             self._send(404, b"not here")
 
 
+class QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a client that hangs up on a hostile reply breaks the handler's pipe: expected here
+
+
 @pytest.fixture
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd = QuietServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     httpd.seen = []  # type: ignore[attr-defined]
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -211,7 +221,7 @@ def test_replies_over_the_limit_are_refused_whether_their_length_is_declared_or_
     assert asyncio.run(main()) == ["reply over 100000 bytes"] * 2
 
 
-def test_garbage_a_hang_up_and_a_refused_port_are_short_failures(server):
+def test_garbage_a_hang_up_an_endless_header_and_a_refused_port_are_short_failures(server):
     import socket
 
     closed = socket.socket()
@@ -222,7 +232,8 @@ def test_garbage_a_hang_up_and_a_refused_port_are_short_failures(server):
     async def main() -> list[tuple[type, str]]:
         client = HTTPClient()
         out = []
-        for target in (url(server, "/garbage"), url(server, "/hang-up"), f"http://127.0.0.1:{dead}/"):
+        targets = ("/garbage", "/hang-up", "/endless-header")
+        for target in (*(url(server, t) for t in targets), f"http://127.0.0.1:{dead}/"):
             with pytest.raises((ConnectionLost, ConnectFailed)) as caught:
                 await client.request("GET", target, HEADERS)
             out.append((type(caught.value), caught.value.reason))
@@ -231,7 +242,8 @@ def test_garbage_a_hang_up_and_a_refused_port_are_short_failures(server):
         await client.aclose()
         return out
 
-    (garbage, hang_up, refused) = asyncio.run(main())
+    (garbage, hang_up, endless, refused) = asyncio.run(main())
+    assert endless == (ConnectionLost, "reply headers over 256000 bytes")
     assert garbage[0] is ConnectionLost and garbage[1].startswith("malformed HTTP reply")
     assert hang_up == (ConnectionLost, "connection reset")
     assert refused == (ConnectFailed, "Connection refused")

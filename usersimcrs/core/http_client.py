@@ -27,6 +27,7 @@ import httptools
 
 # without Accept-Encoding a server may use any coding (RFC 9110 12.5.3); these two the client inflates
 ACCEPTED_ENCODINGS = {"Accept-Encoding": "gzip, deflate"}
+MAX_HEAD_BYTES = 256_000  # status line and headers of one reply, at most (the size limit bounds the body)
 KEEPALIVE_S = 15.0  # an idle connection older than this is closed rather than reused (aiohttp's default)
 PATH_SAFE = "/?&=%:@!$'()*+,;~-._[]"  # kept as written; spaces, line breaks and non-ASCII are %-escaped
 DNS_TTL_S = 10.0  # a host name's addresses are remembered this long per event loop (aiohttp's default)
@@ -141,6 +142,7 @@ class _Connection(asyncio.Protocol):
         self._chunks: list[bytes] = []
         self._size = 0
         self._headers_done = False
+        self._head_bytes = 0  # bytes received before the headers were complete
         self._framed = False  # the body's end is known (Content-Length or chunked), not the connection's close
         self._keep_alive = False
 
@@ -152,6 +154,11 @@ class _Connection(asyncio.Protocol):
         if self._waiter is None or self._waiter.done():
             self._drop()  # bytes nobody asked for: the connection cannot be trusted with another request
             return
+        if not self._headers_done:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:  # the parser would hold an endless status line or header
+                self._fail(ConnectionLost(f"reply headers over {MAX_HEAD_BYTES} bytes"))
+                return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
