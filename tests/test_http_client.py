@@ -73,6 +73,16 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         elif path == "/gzip":
             self._send(200, gzip.compress(b'{"zipped": true}'), {"Content-Encoding": "gzip"})
+        elif path == "/bomb":  # 2 kB on the wire, 2 MB inflated
+            self._send(200, gzip.compress(b"0" * 2_000_000), {"Content-Encoding": "gzip"})
+        elif path == "/early-hints":  # an interim reply before the real one
+            self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+            self._send(200, b'{"after": "hints"}')
+        elif path == "/two-replies":  # one request, two replies: the second must change nothing
+            self.wfile.write(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Which: first\r\n\r\n{}"
+                b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\nX-Which: second\r\n\r\n"
+            )
         elif path == "/to-close":  # HTTP/1.0, no length: the body ends with the connection
             self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nall of it, up to the close")
             self.close_connection = True
@@ -209,7 +219,7 @@ def test_replies_over_the_limit_are_refused_whether_their_length_is_declared_or_
     async def main() -> list[str]:
         client = HTTPClient()
         reasons = []
-        for path in ("/big", "/big-chunked"):
+        for path in ("/big", "/big-chunked", "/bomb"):  # the bomb is small on the wire, large inflated
             with pytest.raises(ReplyTooLarge) as caught:
                 await client.request("GET", url(server, path), HEADERS, limit=100_000)
             reasons.append(caught.value.reason)
@@ -218,7 +228,21 @@ def test_replies_over_the_limit_are_refused_whether_their_length_is_declared_or_
         await client.aclose()
         return reasons
 
-    assert asyncio.run(main()) == ["reply over 100000 bytes"] * 2
+    assert asyncio.run(main()) == ["reply over 100000 bytes"] * 3
+
+
+def test_an_interim_reply_is_skipped_and_a_second_reply_to_one_request_changes_nothing(server):
+    async def main() -> tuple[int, bytes, int, str | None, int]:
+        client = HTTPClient()
+        hinted = await client.request("GET", url(server, "/early-hints"), HEADERS)
+        doubled = await client.request("GET", url(server, "/two-replies"), HEADERS)
+        idle = sum(len(v) for v in client._state.idle.values())  # noqa: SLF001
+        await client.aclose()
+        return hinted.status, hinted.body, doubled.status, doubled.header("X-Which"), idle
+
+    status, body, doubled, which, idle = asyncio.run(main())
+    assert (status, body) == (200, b'{"after": "hints"}')
+    assert (doubled, which, idle) == (200, "first", 0)  # the connection that sent two replies is not kept
 
 
 def test_garbage_a_hang_up_an_endless_header_and_a_refused_port_are_short_failures(server):

@@ -182,6 +182,10 @@ class _Connection(asyncio.Protocol):
             self._fail(ConnectionLost("connection reset"))
 
     # llhttp callbacks
+    def on_message_begin(self) -> None:
+        if self._waiter is None or self._waiter.done():
+            self._drop()  # a second reply to one request: nothing more is read from this connection
+
     def on_header(self, name: bytes, value: bytes) -> None:
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
@@ -205,6 +209,10 @@ class _Connection(asyncio.Protocol):
         self._chunks.append(body)
 
     def on_message_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200 and status != 101:  # interim (100 Continue, 103 Early Hints): the reply follows
+            self._reset()
+            return
         self._keep_alive = self._parser.should_keep_alive()
         self._finish()
 
@@ -228,11 +236,15 @@ class _Connection(asyncio.Protocol):
             return
         body = self._chunks[0] if len(self._chunks) == 1 else b"".join(self._chunks)
         try:
-            body = _decoded(body, self._headers.get("content-encoding"))
+            body = _decoded(body, self._headers.get("content-encoding"), self._limit)
         except (zlib.error, ValueError) as exc:
             self._fail(ConnectionLost(f"malformed HTTP reply ({_short(exc)})"))
             return
+        except ReplyTooLarge as exc:
+            self._fail(exc)
+            return
         waiter.set_result(Reply(self._parser.get_status_code(), self._headers, self._set_cookie, body))
+        self._headers, self._set_cookie, self._chunks = {}, [], []  # the reply's now: nothing read later changes it
 
     def _fail(self, error: HTTPClientError) -> None:
         waiter = self._waiter
@@ -246,19 +258,30 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
-def _decoded(body: bytes, encoding: str | None) -> bytes:
-    """The body without its Content-Encoding (gzip or deflate; the client asks for none, a server may still)."""
+def _decoded(body: bytes, encoding: str | None, limit: int) -> bytes:
+    """The body without its Content-Encoding (gzip or deflate), inflated to at most `limit` bytes: a small
+    compressed body cannot grow past the caller's limit (a decompression bomb is ReplyTooLarge)."""
     if not encoding or encoding.lower() == "identity" or not body:
         return body
     kind = encoding.lower().strip()
     if kind in ("gzip", "x-gzip"):
-        return zlib.decompress(body, 47)
+        return _inflated(body, 47, limit)  # 47: a gzip or zlib header, found by zlib
     if kind == "deflate":
         try:
-            return zlib.decompress(body)
+            return _inflated(body, 15, limit)
         except zlib.error:
-            return zlib.decompress(body, -15)  # raw deflate, as some servers send it
+            return _inflated(body, -15, limit)  # raw deflate, as some servers send it
     raise ValueError(f"unsupported Content-Encoding {encoding}")
+
+
+def _inflated(body: bytes, wbits: int, limit: int) -> bytes:
+    inflater = zlib.decompressobj(wbits)
+    out = inflater.decompress(body, limit + 1)
+    if len(out) <= limit and not inflater.unconsumed_tail:
+        out += inflater.flush()
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise ReplyTooLarge(limit)
+    return out
 
 
 class _LoopState:
