@@ -124,3 +124,14 @@ def test_concurrent_calls_share_a_bounded_pool():
     assert limit[0] == 16 and 1 < limit[1] <= 16  # no more connections than the cap, reused afterwards
     assert 0.2 <= elapsed < 2.0  # 64 calls, 16 at a time, 50 ms each: about 4 rounds
     assert provider.usage_summary()["calls"] == 64
+
+
+def test_configs_written_with_the_former_client_name_still_validate():
+    """`client: aiohttp` (the lean client's name before it left aiohttp) reads as `lean`; other names fail."""
+    from pydantic import ValidationError
+
+    from usersimcrs.llm.config import LLMConfig
+
+    assert LLMConfig(client="aiohttp").client == "lean" == LLMConfig().client
+    with pytest.raises(ValidationError, match="client"):
+        LLMConfig(client="requests")
