@@ -179,7 +179,6 @@ class HTTPTransport:
     def __init__(self, options: HTTPOptions, context: Any, *, keep_cookies: bool = False, seed_key: str = "") -> None:
         self.options = options
         self._httpx_client: httpx.AsyncClient | None = getattr(context, "http", None)
-        self._own_httpx: httpx.AsyncClient | None = None
         run_cache = getattr(context, "cache", None)
         shared_pool = run_cache.get(POOL_KEY) if isinstance(run_cache, dict) else None
         self._pool: CRSPool | None = shared_pool if isinstance(shared_pool, CRSPool) else None
@@ -239,9 +238,6 @@ class HTTPTransport:
         """Close the pool this transport opened itself (never the run's shared one)."""
         if self._own_pool and self._pool is not None:
             await self._pool.aclose()
-        if self._own_httpx is not None:
-            await self._own_httpx.aclose()
-            self._own_httpx = None
 
     def policy(self, retries: int | None = None) -> RetryPolicy:
         """The shared retry policy with this connector's limits (`retries` overrides the configured count)."""
@@ -289,15 +285,11 @@ class HTTPTransport:
         """One request within the timeout; failures become Retryable or (for 4xx) ConnectorError."""
         self.attempts += 1
         content = None if json_body is None else wire_json.encode(json_body)
+        as_json = json_body is not None and "Content-Type" not in self._request_headers
         if self._httpx_client is not None:
-            headers = self._request_headers
-            if json_body is not None and "Content-Type" not in headers:
-                headers = self._json_headers
+            headers = self._json_headers if as_json else self._request_headers
             return await self._attempt_httpx(method, url, headers, content)
-        json_needed = json_body is not None and "Content-Type" not in self._request_headers
-        return await self._attempt_pooled(
-            method, url, self._json_block if json_needed else self._request_block, content
-        )
+        return await self._attempt_pooled(method, url, self._json_block if as_json else self._request_block, content)
 
     async def _attempt_pooled(self, method: str, url: str, headers: bytes, content: bytes | None) -> HTTPAnswer:
         timeout = self.options.timeout_s

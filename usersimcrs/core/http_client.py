@@ -65,11 +65,11 @@ class ReplyTooLarge(HTTPClientError):
 class Target:
     """A parsed URL, made once per URL text: where to connect and the request line's parts."""
 
-    url: str
     tls: bool
     host: str
     port: int
-    path: bytes
+    path: bytes  # as sent: path and query, %-escaped
+    route: str  # the path alone, as cookie paths are matched against it
     host_line: bytes  # b"Host: ...\r\n"
 
     @property
@@ -95,7 +95,8 @@ def parse_target(url: str) -> Target:
         raise InvalidURL(f"invalid URL {url!r} (a host name that cannot be encoded)") from None
     path = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""), safe=PATH_SAFE)
     host_header = shown if port in (None, default) else f"{shown}:{port}"
-    return Target(url, tls, host, port or default, path.encode("ascii"), f"Host: {host_header}\r\n".encode("ascii"))
+    host_line = f"Host: {host_header}\r\n".encode("ascii")
+    return Target(tls, host, port or default, path.encode("ascii"), path.split("?", 1)[0], host_line)
 
 
 def encode_headers(headers: Mapping[str, str]) -> bytes:
@@ -152,7 +153,7 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._waiter is None or self._waiter.done():
-            self._drop()  # bytes nobody asked for: the connection cannot be trusted with another request
+            self.drop()  # bytes nobody asked for: the connection cannot be trusted with another request
             return
         if not self._headers_done:
             self._head_bytes += len(data)
@@ -184,7 +185,7 @@ class _Connection(asyncio.Protocol):
     # llhttp callbacks
     def on_message_begin(self) -> None:
         if self._waiter is None or self._waiter.done():
-            self._drop()  # a second reply to one request: nothing more is read from this connection
+            self.drop()  # a second reply to one request: nothing more is read from this connection
 
     def on_header(self, name: bytes, value: bytes) -> None:
         key = name.decode("latin-1").lower()
@@ -250,9 +251,10 @@ class _Connection(asyncio.Protocol):
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_exception(error)
-        self._drop()
+        self.drop()
 
-    def _drop(self) -> None:
+    def drop(self) -> None:
+        """Close the connection; it is never reused."""
         self.closed = True
         if self.transport is not None:
             self.transport.close()
@@ -297,7 +299,7 @@ class _LoopState:
         for connections in self.idle.values():
             for connection in connections:
                 try:
-                    connection._drop()  # noqa: SLF001 - the state owns its connections
+                    connection.drop()
                 except RuntimeError:  # the loop is gone; its sockets go with it
                     pass
         self.idle.clear()
@@ -361,13 +363,13 @@ class HTTPClient:
         try:
             reply = await connection.send(data, limit)
         except BaseException:  # a failure, timeout or cancellation mid-reply: the connection cannot be reused
-            connection._drop()  # noqa: SLF001
+            connection.drop()
             raise
         if connection.reusable:
             connection.idle_since = time.monotonic()
             state.idle.setdefault(target.key, []).append(connection)
         else:
-            connection._drop()  # noqa: SLF001
+            connection.drop()
         return reply
 
     def _idle_connection(self, state: _LoopState, target: Target) -> _Connection | None:
@@ -379,7 +381,7 @@ class HTTPClient:
             connection = pool.pop()
             if not connection.closed and now - connection.idle_since < KEEPALIVE_S:
                 return connection
-            connection._drop()  # noqa: SLF001
+            connection.drop()
         return None
 
     async def _connect(self, state: _LoopState, target: Target) -> _Connection:
@@ -503,7 +505,7 @@ class SessionCookies:
         if not self._cookies:
             return None
         now = time.time()
-        path = target.path.decode("ascii").split("?", 1)[0]
+        path = target.route
         pairs = [
             (len(cookie_path), f"{name}={value}")
             for (host, cookie_path, name), (value, expires) in self._cookies.items()
@@ -533,8 +535,7 @@ def _set_cookie(line: str, target: Target, now: float) -> tuple[tuple[str, str, 
         elif key == "expires":
             expires = _http_date(text)
     if path is None:  # RFC 6265 5.1.4: the request path up to its last "/"
-        request_path = target.path.decode("ascii").split("?", 1)[0]
-        path = request_path[: request_path.rfind("/")] or "/"
+        path = target.route[: target.route.rfind("/")] or "/"
     return (target.host, path, name), value, max_age if max_age is not None else expires
 
 
