@@ -381,3 +381,94 @@ def test_https_against_a_local_tls_server_with_its_own_certificate(tmp_path: Pat
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+UVICORN_APP = """
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+
+async def echo(request):
+    body = await request.body()
+    return JSONResponse({"port": request.client.port, "body": body.decode(), "encoding": request.headers.get("accept-encoding")})
+
+
+async def stream(request):
+    async def parts():
+        for i in range(3):
+            yield b'{"part": %d}\\n' % i
+    return StreamingResponse(parts(), media_type="application/x-ndjson")
+
+
+async def large(request):
+    return JSONResponse({"port": request.client.port, "text": "recommend " * 5000})
+
+
+app = Starlette(
+    routes=[Route("/echo", echo, methods=["POST"]), Route("/stream", stream), Route("/large", large)],
+    middleware=[Middleware(GZipMiddleware, minimum_size=500)],
+)
+"""
+
+
+@pytest.fixture
+def uvicorn_server(tmp_path: Path):
+    """A production ASGI server (uvicorn, as vLLM and many CRS wrappers run) in a process of its own,
+    closing idle keep-alive connections after 1 s."""
+    import socket
+    import sys
+
+    pytest.importorskip("uvicorn", reason="uvicorn comes with the studio extra")
+    (tmp_path / "asgi_app.py").write_text(UVICORN_APP)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "asgi_app:app",
+        "--port",
+        str(port),
+        "--timeout-keep-alive",
+        "1",
+        "--ws",
+        "none",
+    ]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as attempt:
+            if attempt.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        if process.poll() is not None:
+            pytest.fail(f"uvicorn did not start: {process.stderr.read().decode()[-500:]}")  # type: ignore[union-attr]
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    process.terminate()
+    process.wait(10)
+
+
+def test_against_uvicorn_keep_alive_chunked_gzip_and_its_idle_timeout(uvicorn_server):
+    async def main() -> tuple[list[dict], bytes, dict, dict]:
+        client = HTTPClient()
+        headers = encode_headers({"Content-Type": "application/json", "Accept-Encoding": "gzip, deflate"})
+        first = [json.loads((await client.request("POST", f"{uvicorn_server}/echo", headers, b"{}")).body)]
+        first.append(json.loads((await client.request("POST", f"{uvicorn_server}/echo", headers, b'{"n": 2}')).body))
+        streamed = await client.request("GET", f"{uvicorn_server}/stream", headers)
+        zipped = await client.request("GET", f"{uvicorn_server}/large", headers)
+        assert zipped.header("Content-Encoding") == "gzip" and len(zipped.body) > 50_000
+        await asyncio.sleep(1.6)  # past uvicorn's keep-alive timeout: it has closed the idle connection
+        after = json.loads((await client.request("POST", f"{uvicorn_server}/echo", headers, b"{}")).body)
+        await client.aclose()
+        return first, streamed.body, json.loads(zipped.body), after
+
+    first, streamed, large, after = asyncio.run(main())
+    assert first[0]["port"] == first[1]["port"] == large["port"]  # one kept-alive connection
+    assert first[1]["body"] == '{"n": 2}' and first[0]["encoding"] == "gzip, deflate"
+    assert streamed == b'{"part": 0}\n{"part": 1}\n{"part": 2}\n'  # chunked on the wire
+    assert large["text"].startswith("recommend recommend")
+    assert after["port"] != first[0]["port"]  # a new connection, no failed request
