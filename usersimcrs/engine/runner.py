@@ -33,7 +33,7 @@ from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.storage import StorageError
 from usersimcrs.core.usage import add_summaries
 from usersimcrs.engine.conversation import ConversationRunner, plan
-from usersimcrs.engine.loop import cancel_bounded, current_loop_kind, run_coroutine, run_heap
+from usersimcrs.engine.loop import cancel_bounded, collector_paused, current_loop_kind, run_coroutine, run_heap
 from usersimcrs.engine.plugins import RunPlugins
 from usersimcrs.engine.progress import RunProgress
 from usersimcrs.errors import ConfigError, UserError
@@ -126,9 +126,11 @@ def build_context(
 
     resources = resources if resources is not None else SharedResources()
     llms = LLMProvider(config.llm, config.llm_components)
+    with collector_paused():
+        items, ratings = load_items(config, resources), load_ratings(config)
     context = RunContext(
-        items=load_items(config, resources),
-        ratings=load_ratings(config),
+        items=items,
+        ratings=ratings,
         llms=llms,
         run_dir=run_dir,
         run_seed=config.seed,
