@@ -163,7 +163,7 @@ def current_loop_kind() -> str:
     return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
 
 
-YOUNG_GENERATION = 20_000  # allocations between young collections during a run (CPython's default: 700)
+YOUNG_GENERATION = 60_000  # allocations between young collections during a run (CPython's default: 700)
 
 
 @contextmanager
@@ -194,7 +194,10 @@ def run_heap() -> Iterator[None]:
     collection over them stalled every conversation in flight (80-100 ms seen at C=32), and they
     live for the whole run anyway. The young generation is made larger: at the default threshold a
     run at C=128 spent about 5% of its CPU in some 250 young collections of short-lived request and
-    reply objects (docs/benchmarks.md); with it, five.
+    reply objects (docs/benchmarks.md). A young collection scans the conversations in flight (some
+    40k objects at C=128: 25-40 ms, every conversation stalled meanwhile); with nearly all else freed
+    by reference counting, a 1,024-conversation run of the real workload ran 7-10 of them at 20,000
+    (0.13-0.27 s) and one at 60,000 (0.02 s).
     """
     thresholds = gc.get_threshold()
     gc.freeze()
