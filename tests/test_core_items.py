@@ -169,6 +169,34 @@ def test_the_fuzzy_prefilter_is_lossless_on_any_catalogue(titles, query, cutoff)
     assert items._fuzzy_matches(key, cutoff) == _full_scan(items, key, cutoff)
 
 
+def test_indexes_built_in_steps_are_the_indexes_a_lookup_builds_and_a_change_between_steps_drops_them():
+    """`index_in_steps` (the engine runs it while the first replies are awaited) builds exactly what the
+    first lookups would: same title keys, same fuzzy postings, so the same matches; an item added
+    between two steps makes it stop, and the next lookup builds the indexes of the changed collection."""
+    items = ItemCollection.from_csv(TINY, delimiters={"genres": "|", "keywords": "|"})
+    lazy = ItemCollection.from_csv(TINY, delimiters={"genres": "|", "keywords": "|"})
+    steps = list(items.index_in_steps(step=7))
+    assert len(steps) >= 40 // 7 * 2  # both indexes, a step of 7 titles at a time
+    assert items._titles is not None and items._fuzzy is not None
+    assert items._titles == lazy._title_indexes()
+    built = FuzzyTitleIndex(list(lazy._by_title))
+    assert (items._fuzzy.choices, items._fuzzy.postings, items._fuzzy.by_length) == (
+        built.choices,
+        built.postings,
+        built.by_length,
+    )
+    for title in ("the matrx (1999)", "Heat (1995)", "Fargo", "Completely Unknown Film", "godfathr"):
+        assert items.match_title(title) == lazy.match_title(title), title
+    assert items.title_stats.titles_scored < lazy.title_stats.titles_scored  # no full scans before the index
+
+    changing = ItemCollection.from_csv(TINY, delimiters={"genres": "|", "keywords": "|"})
+    stepper = changing.index_in_steps(step=7)
+    next(stepper)
+    changing.add(Item(id="new", title="Brand New Film (2030)"))
+    assert list(stepper) == [] and changing._titles is None and changing._fuzzy is None
+    assert changing.find_by_title("Brand New Film").id == "new"
+
+
 def test_resolve_title_is_resolve_of_a_title_only_reference():
     """The one-step reference of a parsed title (issue #22) equals resolving ItemRef(title, raw) and copying."""
     items = _apes()

@@ -20,7 +20,7 @@ import time
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncGenerator, Iterable
+from typing import Any, AsyncGenerator, Iterable, Iterator
 
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import Dialogue
@@ -173,6 +173,8 @@ async def iter_conversations(
         await queue.put(None)
 
     workers = [asyncio.create_task(worker()) for _ in range(config.concurrency)]
+    # after the workers: their first requests go out first, the indexes are built while the replies are awaited
+    helpers = [asyncio.create_task(_between_others(context.items.index_in_steps()))] if context.items else []
     finished = 0
     try:
         while finished < len(workers):
@@ -184,7 +186,13 @@ async def iter_conversations(
             else:
                 yield item
     finally:
-        await cancel_bounded(workers)
+        await cancel_bounded(workers + helpers)
+
+
+async def _between_others(steps: Iterator[None]) -> None:
+    """Run `steps` one per pass of the event loop, between the conversations' own work."""
+    for _ in steps:
+        await asyncio.sleep(0)
 
 
 def _prepare_output(
