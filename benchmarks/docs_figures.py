@@ -55,9 +55,10 @@ def headline_table(scenarios: dict[str, Any]) -> list[str]:
 
 def real_table(figures: dict[str, Any]) -> list[str]:
     lines = [
-        "| C | conversations | LLM calls / conv. | efficiency | toolkit CPU ms / LLM call | / conversation "
+        "| C | conversations | LLM calls / conv. | efficiency | mean LLM call (ms) | CRS turns' ms / conv. (share of its time) "
+        "| toolkit CPU ms / LLM call | / conversation "
         "| servers' CPU ms / conv. (LLM + CRS) | toolkit share of CPU | load average before / after |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in ("C=128", "C=256"):
         at = figures.get(c)
@@ -67,11 +68,19 @@ def real_table(figures: dict[str, Any]) -> list[str]:
         eff = _fmt(at["efficiency"]) + (f" (runs {_fmt(runs)})" if runs else "")
         lines.append(
             f"| {c[2:]} | {at['conversations']} | {_fmt(at['llm_calls_per_conversation'])} | {eff} "
+            f"| {_fmt(at.get('mean_call_ms'))} | {_crs_wait(at)} "
             f"| {_fmt(at['cpu_ms_per_llm_call'])} | {_fmt(at['cpu_ms_per_conversation'])} "
             f"| {_fmt(at['server_cpu_ms_per_conversation'])} | {_fmt(at['toolkit_share_of_cpu'])} "
             f"| {_load(at.get('load_average_before'))} / {_load(at.get('load_average_after'))} |"
         )
     return lines
+
+
+def _crs_wait(at: dict[str, Any]) -> str:
+    """A conversation's time in CRS turns, and its share (runs before it was recorded: not recorded)."""
+    if at.get("crs_ms_per_conversation") is None:
+        return "not recorded"
+    return f"{_fmt(at['crs_ms_per_conversation'])} ({_fmt(at.get('crs_share_of_conversation_time'))})"
 
 
 def render(results: dict[str, Any]) -> str:

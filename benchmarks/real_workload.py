@@ -69,6 +69,10 @@ def run_figures(
         "ideal_calls_per_s": round(ideal, 1),
         "efficiency": round(achieved / ideal, 3),
         "mean_call_ms": round(r.llm_wait_s / max(1, r.llm_calls) * 1000, 1),
+        # a conversation's slot waits on CRS turns too: at a share s of its time, efficiency is at most 1 - s
+        # whatever the toolkit does (the CRS server shares the machine's cores, as its CPU below shows)
+        "crs_ms_per_conversation": round(r.crs_s / max(1, r.conversations) * 1000, 1),
+        "crs_share_of_conversation_time": round(r.crs_s / max(1e-9, r.simulator_s + r.crs_s + r.profile_s), 3),
         "cpu_ms_per_llm_call": round(r.cpu_s / max(1, r.llm_calls) * 1000, 2),
         "cpu_ms_per_conversation": round(r.cpu_s / max(1, r.conversations) * 1000, 2),
         # the kernel's share (socket work; on a busy machine it also bills other traffic's softirqs here)
