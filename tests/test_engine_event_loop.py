@@ -112,7 +112,7 @@ def test_a_run_freezes_the_heap_and_widens_the_young_generation_then_restores_bo
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
 
-def test_a_run_loads_its_data_with_the_collector_paused_and_turns_it_back_on_even_after_an_error(tmp_path, monkeypatch):
+def test_a_run_loads_its_data_with_the_collector_paused_then_frozen_until_its_context_closes(tmp_path, monkeypatch):
     import gc
 
     from usersimcrs.engine import runner
@@ -130,11 +130,13 @@ def test_a_run_loads_its_data_with_the_collector_paused_and_turns_it_back_on_eve
     assert gc.isenabled()
     context = runner.build_context(config, tmp_path / "run")
     assert seen == [False] and gc.isenabled() and len(context.items) == 40
+    assert gc.get_freeze_count() > 0  # what was loaded is frozen out of the collector's scans ...
     run_coroutine(runner.close_context(context))
+    assert gc.get_freeze_count() == 0  # ... until the context closes (a Ray worker runs chunk after chunk)
 
     bad_items = tmp_path / "items.csv"
     bad_items.write_text("title\nHeat (1995)\n", encoding="utf-8")  # no movieId column
     broken = config.model_copy(update={"items": config.items.model_copy(update={"path": str(bad_items)})})
     with pytest.raises(DataError, match="movieId"):
         runner.build_context(broken, tmp_path / "run2")
-    assert gc.isenabled()
+    assert gc.isenabled() and gc.get_freeze_count() == 0

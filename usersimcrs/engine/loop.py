@@ -173,17 +173,23 @@ def collector_paused() -> Iterator[None]:
     Loaded records hold no reference cycles, so collections only re-scan them: loading the 13.8k-item
     MovieLens sample ran about 110 young and one full collection (40-60 ms of its 0.17-0.27 s), and
     merely pausing the collector moved that into one 40 ms collection just after. Frozen (`gc.freeze`),
-    they are never scanned; `run_heap` unfreezes them when the run ends, and reference counting frees
-    them as ever.
+    they are never scanned until `thaw` (when the context that loaded them closes, or a run's end in
+    `run_heap`); reference counting frees them as ever.
     """
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
+        gc.freeze()  # after a loading error nothing is frozen: no context will thaw it
     finally:
-        gc.freeze()
         if enabled:
             gc.enable()
+
+
+def thaw() -> None:
+    """Give what `collector_paused` or `run_heap` froze back to the cyclic collector (a long-lived process,
+    such as a Ray worker running chunk after chunk, must not keep a loaded context's leftovers frozen)."""
+    gc.unfreeze()
 
 
 @contextmanager

@@ -33,7 +33,14 @@ from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.storage import StorageError
 from usersimcrs.core.usage import add_summaries
 from usersimcrs.engine.conversation import ConversationRunner, plan
-from usersimcrs.engine.loop import cancel_bounded, collector_paused, current_loop_kind, run_coroutine, run_heap
+from usersimcrs.engine.loop import (
+    cancel_bounded,
+    collector_paused,
+    current_loop_kind,
+    run_coroutine,
+    run_heap,
+    thaw,
+)
 from usersimcrs.engine.plugins import RunPlugins
 from usersimcrs.engine.progress import RunProgress
 from usersimcrs.errors import ConfigError, UserError
@@ -138,6 +145,7 @@ def build_context(
         secrets=Secrets.from_config(config),
         resources=resources,
     )
+    context.on_close(thaw)  # registered first, so called last
     pool = context.shared(POOL_KEY, CRSPool)  # one keep-alive pool for every HTTP CRS request of the run
     context.on_close(llms.aclose)
     context.on_close(pool.aclose)
