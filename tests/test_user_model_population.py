@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
@@ -168,6 +169,8 @@ def test_profile_id_and_compact_form_of_a_shared_history_match_a_full_serialisat
     from usersimcrs.core.dialogue import ItemRef
     from usersimcrs.core.profile import (
         InformationNeed,
+        Persona,
+        Preferences,
         ReadOnlyList,
         SeenItem,
         compact_profile,
@@ -178,13 +181,19 @@ def test_profile_id_and_compact_form_of_a_shared_history_match_a_full_serialisat
     items = movie_items()
     seen = ReadOnlyList([SeenItem(item=items.get(i).ref(), rating=4.0) for i in list(items.ids())[:3]])
     seen_plain = [SeenItem(item=ItemRef(title="Unknown Film", raw="x"), rating=None), *seen]
-    shared = UserProfile(user_id='u"1', seen_items=seen_plain)
-    shared.__dict__["seen_items"] = ReadOnlyList(seen_plain)
-    for need, metadata in [
+    users = [
+        (Preferences(), None),  # both at their defaults: left out
+        (Preferences(items={"1": 0.5}, slots={"genres": {"Drama": -0.25}}, likes=["x"]), Persona()),  # {} kept
+        (Preferences(narrative="likes old films"), Persona(fields={"age": "30"})),
+    ]
+    cases = [
         (InformationNeed(), {}),
         (InformationNeed(constraints={"preferences": "x", "genre": "Drama"}), {"a": [1, 2.5, None], "ü": {"b": "é"}}),
         (InformationNeed(targets=[items.get(items.ids()[0]).ref(), ItemRef(title="Only A Title")]), {"metadata": 1}),
-    ]:
+    ]
+    for (preferences, persona), (need, metadata) in itertools.product(users, cases):
+        shared = UserProfile(user_id='u"1', seen_items=seen_plain, preferences=preferences, persona=persona)
+        shared.__dict__["seen_items"] = ReadOnlyList(seen_plain)
         profile = shared.model_copy(update={"need": need, "metadata": metadata})
         assert profile_json(profile) == profile.model_dump_json().encode()
         plain = profile.model_copy(update={"seen_items": list(profile.seen_items)})

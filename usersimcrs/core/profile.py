@@ -184,12 +184,23 @@ def _is_collection_ref(ref: ItemRef, items: ItemCollection | None) -> bool:
 def compact_profile(profile: UserProfile, items: ItemCollection | None) -> dict[str, Any]:
     """The profile's JSON for `profiles.jsonl`: defaults left out, collection items by ID (see ProfileRecord)."""
     shared = profile.seen_items if isinstance(profile.seen_items, ReadOnlyList) else None
-    if shared is not None:  # the user's seen items: compacted once per collection, then reused
-        data = profile.model_copy(update={"seen_items": []}).model_dump(mode="json", exclude_defaults=True)
+    if shared is not None:  # the user's part (seen items, preferences, persona): compacted once, then reused
+        own = profile.model_copy(update={"seen_items": [], "preferences": Preferences(), "persona": None})
+        data = own.model_dump(mode="json", exclude_defaults=True)  # user ID, need, metadata
         forms = shared.forms.get("compact")
         if forms is None or forms[0] is not items:
             forms = shared.forms["compact"] = (items, _compact_seen(shared, items))
-        if forms[1]:  # the field keeps its place: after persona, before metadata
+        user = shared.forms.get("compact_user")
+        if user is None or user[0] is not profile.preferences or user[1] is not profile.persona:
+            user = shared.forms["compact_user"] = (
+                profile.preferences,
+                profile.persona,
+                _user_fields(profile.preferences, profile.persona),
+            )
+        # each field in its place: preferences and persona after the need, seen items before metadata
+        for key, value in user[2]:
+            data = _insert_before(data, "metadata", key, value)
+        if forms[1]:
             data = _insert_before(data, "metadata", "seen_items", forms[1])
     else:
         data = profile.model_dump(mode="json", exclude_defaults=True)
@@ -203,6 +214,15 @@ def compact_profile(profile: UserProfile, items: ItemCollection | None) -> dict[
             ref.id if _is_collection_ref(ref, items) else raw for ref, raw in zip(profile.need.targets, targets)
         ]
     return data
+
+
+def _user_fields(preferences: Preferences, persona: Persona | None) -> tuple[tuple[str, Any], ...]:
+    """The JSON of a profile's preferences and persona as `compact_profile` stores them (a field equal to
+    its default left out, as `exclude_defaults` leaves it out)."""
+    dumped = UserProfile.model_construct(user_id="", preferences=preferences, persona=persona).model_dump(
+        mode="json", exclude_defaults=True, include={"preferences", "persona"}
+    )
+    return tuple((key, dumped[key]) for key in ("preferences", "persona") if key in dumped)
 
 
 def _compact_seen(seen: list[SeenItem], items: ItemCollection | None, dumped: list[Any] | None = None) -> list[Any]:
