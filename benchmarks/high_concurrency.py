@@ -46,13 +46,20 @@ def run_figures(r: RunFigures, concurrency: int, latency_s: float) -> dict[str, 
 
 
 def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One run's figures, or for several: the median of each figure, with every run's headline values listed."""
+    """One run's figures, or for several: the median of each number with every run's headline values
+    listed, except `failed`, the sum (a conversation that failed in any run is not hidden by a median);
+    values that are not numbers (load averages, server CPU by process) are the first run's."""
     if len(runs) == 1:
         return runs[0]
-    out: dict[str, Any] = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    out: dict[str, Any] = {}
+    for key, value in runs[0].items():
+        values = [run[key] for run in runs]
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        out[key] = (sum(values) if key == "failed" else statistics.median(values)) if numbers else value
     out["repeats"] = len(runs)
-    for key in ("efficiency", "cpu_ms_per_llm_call", "cpu_ms_per_conversation"):
-        out[f"{key}_runs"] = [run[key] for run in runs]
+    for key in ("efficiency", "cpu_ms_per_llm_call", "cpu_ms_per_conversation", "toolkit_share_of_cpu"):
+        if key in runs[0]:
+            out[f"{key}_runs"] = [run[key] for run in runs]
     return out
 
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from benchmarks.high_concurrency import median_figures
 from benchmarks.reference import describe as describe_reference
 from benchmarks.reference import reference_cpu_s
 from benchmarks.scenarios import RunFigures, timed_run
@@ -94,21 +95,6 @@ def measured_run(config: Any, out_dir: Path, llm: ServedURL, crs: ServedURL) -> 
     servers = {k: None if before[k] is None or after[k] is None else after[k] - before[k] for k in before}  # type: ignore[operator]
     extra = {"servers": servers, "load_average_before": load_before, "load_average_after": _load()}
     return figures, extra
-
-
-def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One run's figures, or the median of each number over several, with every run's headline values."""
-    if len(runs) == 1:
-        return runs[0]
-    out: dict[str, Any] = {}
-    for key, value in runs[0].items():
-        values = [run[key] for run in runs]
-        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        out[key] = statistics.median(values) if numbers else value
-    out["repeats"] = len(runs)
-    for key in ("efficiency", "cpu_ms_per_llm_call", "cpu_ms_per_conversation", "toolkit_share_of_cpu"):
-        out[f"{key}_runs"] = [run[key] for run in runs]
-    return out
 
 
 def real_runs(
@@ -198,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
             indent=2,
         )
     )
+    failed = sum(run["failed"] for run in figures.values())
+    if failed:  # the figures above then time fewer conversations than they name
+        print(f"{failed} conversation(s) failed; see the run folders under {work}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -479,10 +479,18 @@ def r1_rows(figures: dict[str, Any]) -> list[Scenario]:
     eff, eff256 = at["efficiency"], wide["efficiency"]
     per_call, per_conv = at["cpu_ms_per_llm_call"], at["cpu_ms_per_conversation"]
     share = at["toolkit_share_of_cpu"]
+    whole = at["failed"] == 0 and wide["failed"] == 0  # a failed conversation makes no figure of R1 pass
     return [
-        Scenario("R1", "real workload: efficiency", f"efficiency ({where})", eff, ">= 0.9", eff >= 0.9, figures),
         Scenario(
-            "R1-256", "real workload: efficiency at C=256", "efficiency (C=256)", eff256, ">= 0.85", eff256 >= 0.85
+            "R1", "real workload: efficiency", f"efficiency ({where})", eff, ">= 0.9", whole and eff >= 0.9, figures
+        ),
+        Scenario(
+            "R1-256",
+            "real workload: efficiency at C=256",
+            "efficiency (C=256)",
+            eff256,
+            ">= 0.85",
+            whole and eff256 >= 0.85,
         ),
         Scenario(
             "R1-cpu",
@@ -490,7 +498,7 @@ def r1_rows(figures: dict[str, Any]) -> list[Scenario]:
             f"toolkit CPU ms / LLM call ({where})",
             per_call,
             "<= 1",
-            per_call <= 1.0,
+            whole and per_call <= 1.0,
         ),  # fmt: skip
         Scenario(
             "R1-conv",
@@ -498,7 +506,7 @@ def r1_rows(figures: dict[str, Any]) -> list[Scenario]:
             f"toolkit CPU ms / conversation ({where})",
             per_conv,
             "<= 6",
-            per_conv <= 6.0,
+            whole and per_conv <= 6.0,
         ),  # fmt: skip
         Scenario(
             "R1-share",

@@ -83,6 +83,29 @@ def test_repeated_runs_report_the_median_of_each_figure_and_every_run():
     assert median_figures(runs[:1]) == runs[0]
 
 
+def test_a_conversation_that_failed_in_any_repeat_is_counted_and_no_r1_figure_passes():
+    from benchmarks.scenarios import r1_rows
+
+    def run(failed: int, efficiency: float) -> dict:
+        return {
+            "failed": failed,
+            "efficiency": efficiency,
+            "cpu_ms_per_llm_call": 0.5,
+            "cpu_ms_per_conversation": 3.0,
+            "toolkit_share_of_cpu": 0.4,
+            "load_average_before": [1.0, 1.0, 1.0],
+        }
+
+    merged = median_figures([run(0, 0.95), run(3, 0.95), run(0, 0.95)])
+    assert merged["failed"] == 3  # the sum, not the median (0)
+    assert merged["load_average_before"] == [1.0, 1.0, 1.0] and merged["efficiency_runs"] == [0.95] * 3
+    workload = {"workload": {"fallback_catalogue": False}}
+    clean = r1_rows({**workload, "C=128": run(0, 0.95), "C=256": run(0, 0.9)})
+    assert all(row.passed for row in clean if row.key != "R1-share")
+    failing = r1_rows({**workload, "C=128": merged, "C=256": run(0, 0.9)})
+    assert not any(row.passed for row in failing)
+
+
 def test_time_to_first_conversation_waits_for_a_complete_line(tmp_path):
     path = tmp_path / "dialogues.jsonl"
     assert not first_line_seen(path)
