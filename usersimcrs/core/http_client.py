@@ -220,12 +220,12 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         parser = self._parser
         assert parser is not None  # called by the parser itself
-        status = parser.get_status_code()
-        if 100 <= status < 200 and status != 101:  # interim (100 Continue, 103 Early Hints): the reply follows
+        if (
+            100 <= self._status < 200 and self._status != 101
+        ):  # interim (100 Continue, 103 Early Hints): the reply follows
             self._reset()
             return
         self._keep_alive = parser.should_keep_alive()
-        self._status = status
         self._finish()
 
     # the request in flight
