@@ -220,9 +220,8 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         parser = self._parser
         assert parser is not None  # called by the parser itself
-        if (
-            100 <= self._status < 200 and self._status != 101
-        ):  # interim (100 Continue, 103 Early Hints): the reply follows
+        # an interim reply (100 Continue, 103 Early Hints): the reply itself follows
+        if 100 <= self._status < 200 and self._status != 101:
             self._reset()
             return
         self._keep_alive = parser.should_keep_alive()
