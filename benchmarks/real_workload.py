@@ -51,6 +51,25 @@ def resolution_shares(run_dir: Path) -> dict[str, Any]:
     return {"items": total, **{k: round(v / total, 3) for k, v in sorted(counts.items())}} if total else {"items": 0}
 
 
+def cpu_ceiling(
+    toolkit_ms: float, servers_ms: float | None, calls_per_conversation: float, ideal_calls_per_s: float
+) -> dict[str, float | None]:
+    """What two idle cores allow (the targets' machine): the cores the toolkit and both servers would keep
+    busy at the ideal rate (C / L calls per second), the efficiency their CPU caps a run at, and the cap
+    of the servers' CPU alone (what a toolkit costing no CPU would meet). Holds for this workload only."""
+    if servers_ms is None:
+        return dict.fromkeys(
+            ("cores_needed_at_ideal_rate", "efficiency_ceiling_on_two_cores", "servers_efficiency_ceiling_on_two_cores")
+        )
+    per_s = ideal_calls_per_s / max(calls_per_conversation, 1e-9)  # conversations per second at the ideal rate
+    needed = (toolkit_ms + servers_ms) / 1000 * per_s
+    return {
+        "cores_needed_at_ideal_rate": round(needed, 2),
+        "efficiency_ceiling_on_two_cores": round(min(1.0, 2 / needed), 3),
+        "servers_efficiency_ceiling_on_two_cores": round(min(1.0, 2 / (servers_ms / 1000 * per_s)), 3),
+    }
+
+
 def run_figures(
     r: RunFigures, concurrency: int, latency_s: float, servers_cpu_s: dict[str, float | None]
 ) -> dict[str, Any]:
@@ -59,6 +78,9 @@ def run_figures(
     ideal = concurrency / latency_s
     known = [v for v in servers_cpu_s.values() if v is not None]
     servers = sum(known) if len(known) == len(servers_cpu_s) else None
+    toolkit_ms = r.cpu_s / max(1, r.conversations) * 1000
+    servers_ms = None if servers is None else servers / max(1, r.conversations) * 1000
+    calls_per_conversation = r.llm_calls / max(1, r.conversations)
     return {
         "conversations": r.conversations,
         "failed": r.failed,
@@ -83,6 +105,8 @@ def run_figures(
         "server_cpu_ms_per_conversation": None if servers is None else round(servers / r.conversations * 1000, 2),
         "toolkit_share_of_cpu": None if servers is None else round(r.cpu_s / (r.cpu_s + servers), 3),
         "cpu_share_of_two_cores": None if servers is None else round((r.cpu_s + servers) / (2 * r.wall_s), 3),
+        # efficiency cannot exceed what the cores allow: at C = 256 the servers alone need about 2 cores
+        **cpu_ceiling(toolkit_ms, servers_ms, calls_per_conversation, ideal),
     }
 
 

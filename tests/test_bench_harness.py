@@ -13,6 +13,7 @@ from benchmarks.first_conversation import first_line_seen
 from benchmarks.harness import table
 from benchmarks.high_concurrency import high_concurrency_runs, median_figures
 from benchmarks.judge_cost import prefix_reuse
+from benchmarks.real_workload import cpu_ceiling
 from benchmarks.scenarios import DEFAULT_CLIENT, Scenario, b1_efficiency, b1_high_rows, timed_run
 from benchmarks.server import crs_server, llm_server
 from benchmarks.setups import agenda_config, llm_user_config
@@ -81,6 +82,19 @@ def test_repeated_runs_report_the_median_of_each_figure_and_every_run():
     assert merged["efficiency"] == 0.85 and merged["cpu_ms_per_llm_call"] == 1.0 and merged["wall_s"] == 8.5
     assert merged["repeats"] == 3 and merged["cpu_ms_per_llm_call_runs"] == [1.2, 0.9, 1.0]
     assert median_figures(runs[:1]) == runs[0]
+
+
+def test_the_cpu_ceiling_is_what_two_cores_allow_at_the_ideal_rate():
+    # C = 256 at 200 ms, 6 calls per conversation: 1,280 calls/s ideal, 213.3 conversations/s
+    wide = cpu_ceiling(5.0, 7.0, 6.0, 1280.0)
+    assert wide["cores_needed_at_ideal_rate"] == pytest.approx(0.012 * 1280 / 6, abs=0.01)  # 2.56 cores
+    assert wide["efficiency_ceiling_on_two_cores"] == pytest.approx(2 / 2.56, abs=0.001)
+    assert wide["servers_efficiency_ceiling_on_two_cores"] == 1.0  # 1.49 cores: the servers alone fit
+    heavy = cpu_ceiling(0.0, 11.0, 6.0, 1280.0)  # servers alone over 2 cores: no toolkit reaches 0.85
+    assert heavy["efficiency_ceiling_on_two_cores"] == heavy["servers_efficiency_ceiling_on_two_cores"]
+    assert heavy["servers_efficiency_ceiling_on_two_cores"] == pytest.approx(2 / (0.011 * 1280 / 6), abs=0.001)
+    assert cpu_ceiling(5.0, 7.0, 6.0, 640.0)["efficiency_ceiling_on_two_cores"] == 1.0  # 1.28 cores needed
+    assert set(cpu_ceiling(5.0, None, 6.0, 640.0).values()) == {None}  # servers' CPU not measured: not 0
 
 
 def test_a_conversation_that_failed_in_any_repeat_is_counted_and_no_r1_figure_passes():
