@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from usersimcrs.core import ItemCollection, ItemRef, Ratings, normalize_title
-from usersimcrs.core.items import FUZZY_INDEX_AFTER, FuzzyTitleIndex, Item, display_title
+from usersimcrs.core.items import FUZZY_INDEX_AFTER, FuzzyTitleIndex, Item, display_title, split_values
 from usersimcrs.errors import DataError
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "data" / "tiny_movies.csv"
@@ -244,6 +244,15 @@ def test_split_year_cases(title, expected):
     from usersimcrs.core.items import split_year
 
     assert split_year(title) == expected == _split_year_by_regex(title)
+
+
+def test_split_values_strips_and_drops_as_a_strip_of_every_value_does():
+    cells = ["a|b", " a|b", "a |b", "a| b", "a|b ", "a||b", "|", "", " ", "a\t|b", "a|\xa0b", "a\u2003|b",
+             "Sci-Fi|Film-Noir", "a | b | ", "x", " x ", "a,b", "a , b"]  # fmt: skip
+    for cell in cells:
+        for sep in ("|", ",", " ", None):
+            naive = [v.strip() for v in cell.split(sep)] if sep else [cell.strip()]
+            assert split_values(cell, sep) == [v for v in naive if v], (cell, sep)
 
 
 def test_items_read_from_csv_equal_validated_items(tmp_path):
