@@ -63,6 +63,20 @@ def table(rows: list[sc.Scenario]) -> str:
     return "\n".join(out)
 
 
+def ceiling_line(rows: list[sc.Scenario]) -> str | None:
+    """The efficiency the CPU of the toolkit and both servers allows the real workload on 2 idle cores
+    (R1's figures), so that a missed R1 target reads beside what the cores allow; None without R1."""
+    real = next((r.figures for r in rows if r.key == "R1"), {})
+    parts = [
+        f"{c}: {at['efficiency_ceiling_on_two_cores']:g} (servers' CPU alone {at['servers_efficiency_ceiling_on_two_cores']:g})"
+        for c in ("C=128", "C=256")
+        if isinstance(at := real.get(c), dict) and at.get("efficiency_ceiling_on_two_cores") is not None
+    ]
+    if not parts:
+        return None
+    return "real workload: the efficiency its CPU allows on 2 idle cores, " + "; ".join(parts)
+
+
 def client_table(rows: list[sc.Scenario]) -> str:
     """B1 and B2 for each HTTP client (the main table shows the default one)."""
     by_key = {r.key: r.figures for r in rows}
@@ -236,6 +250,9 @@ def run(mode: str, output: Path | None, *, jitter_ms: float = 0.0, keep: bool = 
     print(table(rows))
     print()
     print(client_table(rows))
+    ceiling = ceiling_line(rows)
+    if ceiling:
+        print(f"\n{ceiling}")
     print(f"\nload average at the start {load_at_start}, at the end {load_at_end} (2 idle cores read about 0)")
     print(
         f"machine speed at the start {speed_at_start} s, at the end {speed_at_end} s ({describe_reference()}; "

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.first_conversation import first_line_seen
-from benchmarks.harness import table
+from benchmarks.harness import ceiling_line, table
 from benchmarks.high_concurrency import high_concurrency_runs, median_figures
 from benchmarks.judge_cost import prefix_reuse
 from benchmarks.real_workload import cpu_ceiling
@@ -97,6 +97,17 @@ def test_the_cpu_ceiling_is_what_two_cores_allow_at_the_ideal_rate():
     assert set(cpu_ceiling(5.0, None, 6.0, 640.0).values()) == {None}  # servers' CPU not measured: not 0
 
 
+def test_the_bench_prints_the_cpu_ceiling_beside_r1_and_nothing_without_it():
+    at = {"efficiency_ceiling_on_two_cores": 0.918, "servers_efficiency_ceiling_on_two_cores": 1.0}
+    wide = {"efficiency_ceiling_on_two_cores": 0.446, "servers_efficiency_ceiling_on_two_cores": 0.773}
+    r1 = Scenario("R1", "real workload", "efficiency", 0.7, ">= 0.9", False, {"C=128": at, "C=256": wide})
+    line = ceiling_line([r1])
+    assert line is not None and "C=128: 0.918 (servers' CPU alone 1)" in line and "C=256: 0.446" in line
+    unmeasured = {"C=128": {**at, "efficiency_ceiling_on_two_cores": None}}  # servers' CPU unknown
+    assert ceiling_line([Scenario("R1", "t", "h", 0.7, "t", False, unmeasured)]) is None
+    assert ceiling_line([Scenario("B1", "t", "h", 0.9, "t", True, {})]) is None
+
+
 def test_a_conversation_that_failed_in_any_repeat_is_counted_and_no_r1_figure_passes():
     from benchmarks.scenarios import r1_rows
 
@@ -170,6 +181,8 @@ def test_bench_writes_both_workloads_to_the_named_folder_and_leaves_the_checkout
     assert real["C=128"]["server_cpu_s"]["crs_server"] is not None and 0 < real["C=128"]["toolkit_share_of_cpu"] < 1
     assert 0 < real["C=128"]["recommended_items"]["unresolved"] < 1  # the CRS names titles the catalogue lacks
     assert set(rows["R7"]["figures"]["startup_parts"]) >= {"imports_s", "items_s"}
+    ceiling = real["C=128"]["efficiency_ceiling_on_two_cores"]
+    assert 0 < ceiling <= 1 and f"C=128: {ceiling:g}" in done.stdout  # what the 2 cores allow, beside R1
     assert "R1 " in done.stdout and "B1 " in done.stdout and f"wrote {out / 'results.json'}" in done.stdout
     assert sorted(p.name for p in out.iterdir()) == ["results.json"]
     assert (ROOT / "benchmarks" / "results.json").read_bytes() == committed
