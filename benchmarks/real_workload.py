@@ -9,6 +9,9 @@ own processes; their CPU time is measured too, since they share the machine's co
 Run by hand (also the profiling target of docs/benchmarks.md)::
 
     python -m benchmarks.real_workload --concurrency 128 --conversations 1024
+
+On a machine with more cores, `--toolkit-cpus 0,1 --server-cpus 2-7` gives the toolkit two cores of its
+own and the servers others (Linux), as when the CRS and the LLM server run elsewhere.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from benchmarks.high_concurrency import median_figures
 from benchmarks.reference import describe as describe_reference
 from benchmarks.reference import reference_cpu_s
 from benchmarks.scenarios import RunFigures, timed_run
-from benchmarks.server import ServedURL, crs_server, llm_server
+from benchmarks.server import ServedURL, crs_server, llm_server, parse_cpus
 from benchmarks.setups import REAL_TURNS, real_catalogue, real_crs_options, real_workload_config
 from usersimcrs.core.jsonl import iter_jsonl
 
@@ -166,6 +169,17 @@ def workload() -> dict[str, Any]:
     }
 
 
+def _cpus(text: str) -> frozenset[int]:
+    try:
+        return parse_cpus(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _listed(cpus: frozenset[int] | None) -> list[int] | str:
+    return sorted(cpus) if cpus is not None else "any (shared)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCY))
@@ -174,13 +188,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--latency-ms", type=float, default=LATENCY_MS)
     parser.add_argument("--client", default=None)
+    parser.add_argument(
+        "--toolkit-cpus", type=_cpus, default=None, help="CPUs the toolkit runs on (e.g. 0,1; default: any)"
+    )
+    parser.add_argument(
+        "--server-cpus", type=_cpus, default=None, help="CPUs both servers run on (e.g. 2-7; default: any)"
+    )
     args = parser.parse_args(argv)
+    if args.toolkit_cpus is not None:  # before anything starts: threads made later keep to them too
+        os.sched_setaffinity(0, args.toolkit_cpus)
     work = Path(tempfile.mkdtemp(prefix="usersimcrs-real-"))
     started = time.perf_counter()
     speed_at_start = reference_cpu_s()
     with (
-        llm_server(args.latency_ms, fixed_booleans=False) as llm_url,
-        crs_server("ievalm", *real_crs_options()) as crs_url,
+        llm_server(args.latency_ms, fixed_booleans=False, cpus=args.server_cpus) as llm_url,
+        crs_server("ievalm", *real_crs_options(), cpus=args.server_cpus) as crs_url,
     ):
         figures = real_runs(
             llm_url,
@@ -197,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps(
             {
                 "workload": workload(),
+                "cpus": {"toolkit": _listed(args.toolkit_cpus), "servers": _listed(args.server_cpus)},
                 "runs": figures,
                 "machine_speed": {
                     "reference": describe_reference(),

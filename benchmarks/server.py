@@ -29,6 +29,25 @@ class ServedURL(str):
         return process_cpu_s(self.pid)
 
 
+def parse_cpus(text: str) -> frozenset[int]:
+    """CPU numbers from a list such as ``0,1`` or ``2-7`` or ``2-4,6`` (as taskset writes them); a ValueError
+    naming the list when it is malformed or names CPUs this process may not run on."""
+    cpus: set[int] = set()
+    try:
+        for part in text.split(","):
+            low, dash, high = part.strip().partition("-")
+            first, last = int(low), int(high) if dash else int(low)
+            if last < first:
+                raise ValueError(part)
+            cpus.update(range(first, last + 1))
+    except ValueError:
+        raise ValueError(f"CPU list {text!r}: write CPU numbers and ranges, e.g. 0,1 or 2-7") from None
+    available = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    if not cpus or not cpus <= available:
+        raise ValueError(f"CPU list {text!r}: not all of them are available here (available: {sorted(available)})")
+    return frozenset(cpus)
+
+
 def process_cpu_s(pid: int) -> float | None:
     """User + system CPU seconds of process `pid` from /proc (Linux); None elsewhere."""
     try:
@@ -40,7 +59,12 @@ def process_cpu_s(pid: int) -> float | None:
 
 @contextmanager
 def llm_server(
-    latency_ms: float, *, jitter_ms: float = 0.0, seed: int = 0, fixed_booleans: bool = True
+    latency_ms: float,
+    *,
+    jitter_ms: float = 0.0,
+    seed: int = 0,
+    fixed_booleans: bool = True,
+    cpus: frozenset[int] | None = None,
 ) -> Iterator[ServedURL]:
     """Start `python -m usersimcrs.testing.llm_server` on 127.0.0.1; yields its OpenAI base URL (`.../v1`).
 
@@ -56,15 +80,15 @@ def llm_server(
     ]  # fmt: skip
     if fixed_booleans:
         command += ["--booleans", "false"]
-    with served(command, "LLM") as url:
+    with served(command, "LLM", cpus) as url:
         yield ServedURL(f"{url}/v1", url.pid)
 
 
 @contextmanager
-def crs_server(protocol: str = "ievalm", *options: str) -> Iterator[ServedURL]:
+def crs_server(protocol: str = "ievalm", *options: str, cpus: frozenset[int] | None = None) -> Iterator[ServedURL]:
     """Start `python -m usersimcrs.testing.crs_servers <protocol> [options]` on 127.0.0.1; yields its base URL."""
     command = [sys.executable, "-m", "usersimcrs.testing.crs_servers", protocol, "--port", "0", *options]
-    with served(command, "CRS") as url:
+    with served(command, "CRS", cpus) as url:
         yield url
 
 
@@ -86,9 +110,17 @@ def reset_llm_counters(openai_url: str) -> None:
 
 
 @contextmanager
-def served(command: list[str], what: str) -> Iterator[ServedURL]:
-    """Run `command` until the block ends; yields the URL its first output line ends with."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def served(command: list[str], what: str, cpus: frozenset[int] | None = None) -> Iterator[ServedURL]:
+    """Run `command` until the block ends; yields the URL its first output line ends with. `cpus`: the
+    CPUs it may run on (set before it starts, so all its threads keep to them); None: any."""
+    pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=pin,
+    )
     try:
         url = (process.stdout.readline() if process.stdout else "").strip().rsplit(" ", 1)[-1]
         if not url.startswith("http"):

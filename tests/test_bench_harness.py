@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from benchmarks.high_concurrency import high_concurrency_runs, median_figures
 from benchmarks.judge_cost import prefix_reuse
 from benchmarks.real_workload import cpu_ceiling
 from benchmarks.scenarios import DEFAULT_CLIENT, Scenario, b1_efficiency, b1_high_rows, timed_run
-from benchmarks.server import crs_server, llm_server
+from benchmarks.server import crs_server, llm_server, parse_cpus
 from benchmarks.setups import agenda_config, llm_user_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,6 +108,54 @@ def test_the_bench_prints_the_cpu_ceiling_beside_r1_and_nothing_without_it():
     unmeasured = {"C=128": {**at, "efficiency_ceiling_on_two_cores": None}}  # servers' CPU unknown
     assert ceiling_line([Scenario("R1", "t", "h", 0.7, "t", False, unmeasured)]) is None
     assert ceiling_line([Scenario("B1", "t", "h", 0.9, "t", True, {})]) is None
+
+
+needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+
+
+@needs_affinity
+def test_cpu_lists_parse_as_taskset_writes_them_and_name_only_cpus_there_are():
+    mine = sorted(os.sched_getaffinity(0))
+    assert parse_cpus(str(mine[0])) == {mine[0]}
+    if mine == list(range(mine[0], mine[-1] + 1)):
+        assert parse_cpus(f"{mine[0]}-{mine[-1]}") == set(mine) == parse_cpus(f" {mine[0]}-{mine[-1]} ")
+    assert parse_cpus(",".join(map(str, mine))) == set(mine)
+    for bad in ("", "a", "1-", "-1", "0,,1", "1-0", str(max(mine) + 1)):
+        with pytest.raises(ValueError, match="CPU list"):
+            parse_cpus(bad)
+
+
+@needs_affinity
+def test_a_pinned_benchmark_server_and_every_thread_of_it_keep_to_its_cpus():
+    cpu = max(os.sched_getaffinity(0))
+    with crs_server("ievalm", cpus=frozenset({cpu})) as url:
+        with urllib.request.urlopen(url, timeout=10) as answer:  # a request: the server has started its threads
+            answer.read()
+        threads = Path(f"/proc/{url.pid}/task")
+        assert all(os.sched_getaffinity(int(t.name)) == {cpu} for t in threads.iterdir())
+    with llm_server(1, cpus=frozenset({cpu})) as url:
+        assert os.sched_getaffinity(url.pid) == {cpu}
+
+
+@needs_affinity
+@pytest.mark.slow
+def test_the_real_workload_runs_with_the_toolkit_and_the_servers_on_cpus_of_their_own():
+    cpus = sorted(os.sched_getaffinity(0))
+    toolkit, servers = str(cpus[0]), str(cpus[-1])
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.real_workload", "--concurrency", "4", "--conversations", "8",
+         "--per-slot", "2", "--toolkit-cpus", toolkit, "--server-cpus", servers],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert out["cpus"] == {"toolkit": [int(toolkit)], "servers": [int(servers)]}
+    assert out["runs"]["C=4"]["conversations"] == 8 and out["runs"]["C=4"]["failed"] == 0
+    refused = subprocess.run(
+        [sys.executable, "-m", "benchmarks.real_workload", "--server-cpus", str(cpus[-1] + 1)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "--server-cpus: CPU list" in refused.stderr.strip().splitlines()[-1]
 
 
 def test_a_conversation_that_failed_in_any_repeat_is_counted_and_no_r1_figure_passes():
