@@ -12,19 +12,28 @@ import platform
 import shutil
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks import scenarios as sc
 from benchmarks.reference import describe as describe_reference
 from benchmarks.reference import reference_cpu_s
-from benchmarks.server import crs_server, llm_server
+from benchmarks.server import crs_server, listed_cpus, llm_server, parse_cpus
 from benchmarks.setups import real_crs_options
 from usersimcrs.engine.loop import resolve_loop
+from usersimcrs.errors import UserError
 
 RESULTS = Path(__file__).resolve().parent / "results.json"  # the committed figures docs/benchmarks.md quotes
 SIZES = {"tiny": sc.TINY, "quick": sc.QUICK, "full": sc.FULL}
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """How the benchmark servers run: the LLM servers' extra latency, and the CPUs they keep to (None: any)."""
+
+    jitter_ms: float = 0.0
+    cpus: frozenset[int] | None = None
 
 
 def machine() -> dict[str, Any]:
@@ -127,12 +136,12 @@ def _guarded(key: str, title: str, fn: Callable[[], sc.Scenario]) -> sc.Scenario
     return result
 
 
-def _high_concurrency(sizes: sc.Sizes, work: Path, jitter_ms: float, crs_url: str) -> list[sc.Scenario]:
+def _high_concurrency(sizes: sc.Sizes, work: Path, servers: ServerSettings, crs_url: str) -> list[sc.Scenario]:
     """B1 at C = 128 and 256 against a second LLM server (200 ms) and the iEvaLM CRS server."""
     title = "B1 at C=128/256"
     started = time.perf_counter()
     try:
-        with llm_server(sc.HIGH_LATENCY_S * 1000, jitter_ms=jitter_ms) as slow_url:
+        with llm_server(sc.HIGH_LATENCY_S * 1000, jitter_ms=servers.jitter_ms, cpus=servers.cpus) as slow_url:
             rows = sc.b1_high_rows(sc.high_concurrency_figures(slow_url, crs_url, sizes, work))
     except Exception as exc:  # noqa: BLE001 - one broken scenario must not hide the others
         rows = [
@@ -143,15 +152,17 @@ def _high_concurrency(sizes: sc.Sizes, work: Path, jitter_ms: float, crs_url: st
     return rows
 
 
-def _real_workload(sizes: sc.Sizes, work: Path, jitter_ms: float) -> list[sc.Scenario]:
+def _real_workload(sizes: sc.Sizes, work: Path, servers: ServerSettings) -> list[sc.Scenario]:
     """R1 and R7: the real workload against its own servers (200 ms LLM server with varied booleans,
     HTTP/1.0 iEvaLM server recommending from the MovieLens sample)."""
     rows: list[sc.Scenario] = []
     started = time.perf_counter()
     try:
         with (
-            llm_server(sc.REAL_LATENCY_S * 1000, jitter_ms=jitter_ms, fixed_booleans=False) as llm_url,
-            crs_server("ievalm", *real_crs_options()) as crs_url,
+            llm_server(
+                sc.REAL_LATENCY_S * 1000, jitter_ms=servers.jitter_ms, fixed_booleans=False, cpus=servers.cpus
+            ) as llm_url,
+            crs_server("ievalm", *real_crs_options(), cpus=servers.cpus) as crs_url,
         ):
             rows.extend(sc.r1_rows(sc.real_workload_figures(llm_url, crs_url, sizes, work)))
             print(f"  R1 done in {round(time.perf_counter() - started, 1)}s", flush=True)
@@ -183,12 +194,15 @@ def _guarded_rows(key: str, title: str, fn: Callable[[], list[sc.Scenario]]) -> 
         return [sc.Scenario(key, title, "error", None, "-", False, {"error": f"{type(exc).__name__}: {exc}"[:500]})]
 
 
-def run_all(sizes: sc.Sizes, work: Path, jitter_ms: float) -> list[sc.Scenario]:
+def run_all(sizes: sc.Sizes, work: Path, servers: ServerSettings) -> list[sc.Scenario]:
     """The real workload (R rows) first, then B1-B7 in one go, sharing one LLM server (50 ms) and the same
     conversations; B1 at C >= 128 and B7 add a 200 ms LLM server and the iEvaLM test CRS server, each in
     its own process."""
-    rows: list[sc.Scenario] = _real_workload(sizes, work, jitter_ms)
-    with llm_server(sc.LATENCY_S * 1000, jitter_ms=jitter_ms) as url, crs_server() as crs_url:
+    rows: list[sc.Scenario] = _real_workload(sizes, work, servers)
+    with (
+        llm_server(sc.LATENCY_S * 1000, jitter_ms=servers.jitter_ms, cpus=servers.cpus) as url,
+        crs_server(cpus=servers.cpus) as crs_url,
+    ):
         runs: dict[str, dict[Any, sc.RunFigures]] = {}
         retrieval: dict[str, dict[str, sc.RunFigures]] = {}
 
@@ -199,7 +213,7 @@ def run_all(sizes: sc.Sizes, work: Path, jitter_ms: float) -> list[sc.Scenario]:
             return sc.b1_efficiency(runs, retrieval)
 
         rows.append(_guarded("B1", "concurrency efficiency", concurrency))
-        rows.extend(_high_concurrency(sizes, work, jitter_ms, crs_url))
+        rows.extend(_high_concurrency(sizes, work, servers, crs_url))
         rows.append(_guarded("B2", "speedup", lambda: sc.b2_speedup(runs)))
         rows.append(_guarded("B3", "cached rerun", lambda: sc.b3_cached_rerun(url, sizes, work)))
         rows.append(_guarded("B4", "engine overhead", lambda: sc.b4_overhead(runs, retrieval, sizes, work)))
@@ -215,6 +229,18 @@ def run_all(sizes: sc.Sizes, work: Path, jitter_ms: float) -> list[sc.Scenario]:
     return rows
 
 
+def _cpu_list(option: str, text: str | None) -> frozenset[int] | None:
+    """A CPU list option, or a one-line error naming it."""
+    if text is None:
+        return None
+    if not hasattr(os, "sched_setaffinity"):
+        raise UserError(f"{option}: CPU affinity needs Linux")
+    try:
+        return parse_cpus(text)
+    except ValueError as exc:
+        raise UserError(f"{option}: {exc}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m benchmarks [options]`: the same command as `usersimcrs bench [options]`."""
     import sys
@@ -224,10 +250,23 @@ def main(argv: list[str] | None = None) -> int:
     return int(cli_main(["bench", *(sys.argv[1:] if argv is None else argv)]) or 0)
 
 
-def run(mode: str, output: Path | None, *, jitter_ms: float = 0.0, keep: bool = False) -> int:
+def run(
+    mode: str,
+    output: Path | None,
+    *,
+    jitter_ms: float = 0.0,
+    keep: bool = False,
+    toolkit_cpus: str | None = None,
+    server_cpus: str | None = None,
+) -> int:
     """Run every scenario at the sizes of `mode` (tiny, quick, full); print the tables; write
-    `output/results.json` when a folder is named. Exit status 1 when a target was missed."""
+    `output/results.json` when a folder is named. Exit status 1 when a target was missed.
+    `toolkit_cpus` / `server_cpus` (CPU lists such as 0,1 and 2-7): the CPUs this process (and the runs
+    it starts) and the servers keep to; None: any (the committed figures share the machine's cores)."""
     sizes = SIZES[mode]
+    toolkit, servers = _cpu_list("--toolkit-cpus", toolkit_cpus), _cpu_list("--server-cpus", server_cpus)
+    if toolkit is not None:  # before any thread or child process starts: they keep to them too
+        os.sched_setaffinity(0, toolkit)
     work = Path(tempfile.mkdtemp(prefix="usersimcrs-bench-"))
     started = time.perf_counter()
     load_at_start = os.getloadavg() if hasattr(os, "getloadavg") else None
@@ -238,7 +277,7 @@ def run(mode: str, output: Path | None, *, jitter_ms: float = 0.0, keep: bool = 
         flush=True,
     )
     try:
-        rows = run_all(sizes, work, jitter_ms)
+        rows = run_all(sizes, work, ServerSettings(jitter_ms, servers))
     finally:
         if keep:
             print(f"run folders kept in {work}")
@@ -250,7 +289,7 @@ def run(mode: str, output: Path | None, *, jitter_ms: float = 0.0, keep: bool = 
     print(table(rows))
     print()
     print(client_table(rows))
-    ceiling = ceiling_line(rows)
+    ceiling = ceiling_line(rows) if servers is None else None  # the servers on cores of their own: no ceiling
     if ceiling:
         print(f"\n{ceiling}")
     print(f"\nload average at the start {load_at_start}, at the end {load_at_end} (2 idle cores read about 0)")
@@ -282,6 +321,7 @@ def run(mode: str, output: Path | None, *, jitter_ms: float = 0.0, keep: bool = 
             "crs": "iEvaLM test server, separate process",
             "default_client": sc.DEFAULT_CLIENT,
         },
+        "cpus": {"toolkit": listed_cpus(toolkit), "servers": listed_cpus(servers)},
         "sizes": asdict(sizes),
         "wall_s": round(time.perf_counter() - started, 1),
         "scenarios": {r.key: asdict(r) for r in rows},

@@ -30,7 +30,7 @@ from benchmarks.high_concurrency import median_figures
 from benchmarks.reference import describe as describe_reference
 from benchmarks.reference import reference_cpu_s
 from benchmarks.scenarios import RunFigures, timed_run
-from benchmarks.server import ServedURL, crs_server, llm_server, parse_cpus
+from benchmarks.server import ServedURL, crs_server, listed_cpus, llm_server, parse_cpus
 from benchmarks.setups import REAL_TURNS, real_catalogue, real_crs_options, real_workload_config
 from usersimcrs.core.jsonl import iter_jsonl
 
@@ -176,10 +176,6 @@ def _cpus(text: str) -> frozenset[int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _listed(cpus: frozenset[int] | None) -> list[int] | str:
-    return sorted(cpus) if cpus is not None else "any (shared)"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCY))
@@ -219,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps(
             {
                 "workload": workload(),
-                "cpus": {"toolkit": _listed(args.toolkit_cpus), "servers": _listed(args.server_cpus)},
+                "cpus": {"toolkit": listed_cpus(args.toolkit_cpus), "servers": listed_cpus(args.server_cpus)},
                 "runs": figures,
                 "machine_speed": {
                     "reference": describe_reference(),

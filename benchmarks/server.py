@@ -48,6 +48,11 @@ def parse_cpus(text: str) -> frozenset[int]:
     return frozenset(cpus)
 
 
+def listed_cpus(cpus: frozenset[int] | None) -> list[int] | str:
+    """CPUs as results record them: sorted, or that they were not pinned."""
+    return sorted(cpus) if cpus is not None else "any (shared)"
+
+
 def process_cpu_s(pid: int) -> float | None:
     """User + system CPU seconds of process `pid` from /proc (Linux); None elsewhere."""
     try:

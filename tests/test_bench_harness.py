@@ -220,6 +220,7 @@ def test_bench_writes_both_workloads_to_the_named_folder_and_leaves_the_checkout
     assert done.returncode in (0, 1), done.stderr[-2000:]  # 1: a target missed (tiny sizes and a busy machine)
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["mode"] == "tiny" and len(results["load_average_at_start"]) == 3
+    assert results["cpus"] == {"toolkit": "any (shared)", "servers": "any (shared)"}
     speed = results["machine_speed"]  # the machine-speed reference, measured in the same run
     assert speed["cpu_s_at_start"] > 0 and speed["cpu_s_at_end"] > 0 and "additions" in speed["reference"]
     assert f"machine speed at the start {speed['cpu_s_at_start']} s" in done.stdout
@@ -237,6 +238,16 @@ def test_bench_writes_both_workloads_to_the_named_folder_and_leaves_the_checkout
     assert sorted(p.name for p in out.iterdir()) == ["results.json"]
     assert (ROOT / "benchmarks" / "results.json").read_bytes() == committed
     assert _git_status() == before
+
+
+def test_bench_refuses_a_cpu_list_the_machine_lacks_in_one_line_before_running(tmp_path):
+    lacking = str(max(os.sched_getaffinity(0)) + 1) if hasattr(os, "sched_getaffinity") else "0"
+    done = subprocess.run(
+        [sys.executable, "-m", "usersimcrs", "bench", "--tiny", "--server-cpus", lacking, "--output", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "--server-cpus" in done.stderr
+    assert "benchmarks" not in done.stdout and not (tmp_path / "results.json").exists()  # nothing ran
 
 
 def test_bench_refuses_to_write_over_the_committed_results():

@@ -22,6 +22,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--jitter-ms", type=float, default=0.0, help="uniform extra latency of the LLM servers")
     parser.add_argument("--keep", action="store_true", help="keep the run folders (printed) instead of deleting them")
     parser.add_argument(
+        "--toolkit-cpus",
+        metavar="LIST",
+        help="CPUs the benchmarks and their runs keep to, e.g. 0,1 (Linux; default: any)",
+    )
+    parser.add_argument(
+        "--server-cpus",
+        metavar="LIST",
+        help="CPUs the test servers keep to, e.g. 2-7: the servers off the toolkit's cores (default: shared)",
+    )
+    parser.add_argument(
         "--replace-committed",
         action="store_true",
         help="allow DIR/results.json to be a committed file (regenerating benchmarks/results.json)",
@@ -39,5 +49,7 @@ def handle(args: argparse.Namespace) -> int:
         jitter_ms=args.jitter_ms,
         keep=args.keep,
         replace_committed=args.replace_committed,
+        toolkit_cpus=args.toolkit_cpus,
+        server_cpus=args.server_cpus,
     )
     return bench(options)

@@ -33,6 +33,8 @@ class BenchOptions(BaseModel):
     jitter_ms: float = Field(0.0, ge=0)
     keep: bool = False
     replace_committed: bool = Field(False, description="allow writing over a results.json the repository tracks")
+    toolkit_cpus: str | None = Field(None, description="CPU list (e.g. 0,1) the harness and its runs keep to")
+    server_cpus: str | None = Field(None, description="CPU list (e.g. 2-7) the benchmark servers keep to")
 
 
 def find_harness() -> ModuleType | None:
@@ -82,4 +84,13 @@ def bench(options: BenchOptions) -> int:
     if harness is None:
         raise UserError("the benchmarks ship with the source repository only: run `python -m benchmarks` in a checkout")
     check_output(options)
-    return int(harness.run(options.mode, options.output, jitter_ms=options.jitter_ms, keep=options.keep))
+    return int(
+        harness.run(
+            options.mode,
+            options.output,
+            jitter_ms=options.jitter_ms,
+            keep=options.keep,
+            toolkit_cpus=options.toolkit_cpus,
+            server_cpus=options.server_cpus,
+        )
+    )
