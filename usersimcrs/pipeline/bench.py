@@ -84,13 +84,5 @@ def bench(options: BenchOptions) -> int:
     if harness is None:
         raise UserError("the benchmarks ship with the source repository only: run `python -m benchmarks` in a checkout")
     check_output(options)
-    return int(
-        harness.run(
-            options.mode,
-            options.output,
-            jitter_ms=options.jitter_ms,
-            keep=options.keep,
-            toolkit_cpus=options.toolkit_cpus,
-            server_cpus=options.server_cpus,
-        )
-    )
+    settings = options.model_dump(include={"jitter_ms", "keep", "toolkit_cpus", "server_cpus"})
+    return int(harness.run(options.mode, options.output, **settings))
