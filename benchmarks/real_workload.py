@@ -88,7 +88,7 @@ def run_figures(
         "conversations": r.conversations,
         "failed": r.failed,
         "llm_calls": r.llm_calls,
-        "llm_calls_per_conversation": round(r.llm_calls / max(1, r.conversations), 2),
+        "llm_calls_per_conversation": round(calls_per_conversation, 2),
         "wall_s": round(r.wall_s, 2),
         "conversations_per_s": round(r.conversations / r.wall_s, 1),
         "calls_per_s": round(achieved, 1),
@@ -100,12 +100,12 @@ def run_figures(
         "crs_ms_per_conversation": round(r.crs_s / max(1, r.conversations) * 1000, 1),
         "crs_share_of_conversation_time": round(r.crs_s / max(1e-9, r.simulator_s + r.crs_s + r.profile_s), 3),
         "cpu_ms_per_llm_call": round(r.cpu_s / max(1, r.llm_calls) * 1000, 2),
-        "cpu_ms_per_conversation": round(r.cpu_s / max(1, r.conversations) * 1000, 2),
+        "cpu_ms_per_conversation": round(toolkit_ms, 2),
         # the kernel's share (socket work; on a busy machine it also bills other traffic's softirqs here)
         "user_cpu_ms_per_conversation": round(r.cpu_user_s / max(1, r.conversations) * 1000, 2),
         "toolkit_cpu_s": round(r.cpu_s, 2),
         "server_cpu_s": {k: None if v is None else round(v, 2) for k, v in servers_cpu_s.items()},
-        "server_cpu_ms_per_conversation": None if servers is None else round(servers / r.conversations * 1000, 2),
+        "server_cpu_ms_per_conversation": None if servers_ms is None else round(servers_ms, 2),
         "toolkit_share_of_cpu": None if servers is None else round(r.cpu_s / (r.cpu_s + servers), 3),
         "cpu_share_of_two_cores": None if servers is None else round((r.cpu_s + servers) / (2 * r.wall_s), 3),
         # efficiency cannot exceed what the cores allow: at C = 256 the servers alone need about 2 cores

@@ -284,11 +284,9 @@ def b1_high_rows(figures: dict[str, Any]) -> list[Scenario]:
 
 def b7_first_conversation(llm_url: str, crs_url: str, work: Path, repeats: int = 3) -> Scenario:
     """Wall time from starting `usersimcrs run` to the first line of dialogues.jsonl (median of `repeats`)."""
-    from benchmarks.first_conversation import time_to_first_conversation
+    from benchmarks.first_conversation import timed_starts
 
-    pycache = work / "pycache"
-    time_to_first_conversation(llm_url, crs_url, work / "b7", pycache=pycache)  # untimed: compiles the modules
-    runs = [time_to_first_conversation(llm_url, crs_url, work / "b7", pycache=pycache) for _ in range(repeats)]
+    runs = timed_starts(llm_url, crs_url, work / "b7", repeats, pycache=work / "pycache")
     value = sorted(r["first_conversation_s"] for r in runs)[len(runs) // 2]
     figures = {"runs": runs, "llm_latency_ms": LATENCY_S * 1000, "crs": "iEvaLM test server (own process)"}
     return Scenario(
@@ -522,17 +520,13 @@ def r1_rows(figures: dict[str, Any]) -> list[Scenario]:
 def r7_first_record(llm_url: Any, crs_url: Any, work: Path, repeats: int, startup_repeats: int) -> list[Scenario]:
     """R7: a fresh `usersimcrs run` of the real workload: seconds to its first LLM call (start-up) and to
     its first record, plus imports and data loading timed apart in fresh processes (medians)."""
-    from benchmarks.first_conversation import time_startup_parts, time_to_first_conversation
+    from benchmarks.first_conversation import time_startup_parts, timed_starts
     from benchmarks.setups import real_workload_config
 
     config = real_workload_config(llm_url, crs_url, conversations=4, concurrency=4, name="bench-real-first")
     pycache = work / "pycache"  # compiled modules, as after `pip install` or any earlier run
     cold = time_startup_parts(config, work / "r7-parts", None)  # nothing compiled yet: the worst first start
-    time_to_first_conversation(llm_url, None, work / "r7", config=config, pycache=pycache)  # untimed: compiles
-    runs = [
-        time_to_first_conversation(llm_url, None, work / "r7", config=config, pycache=pycache)
-        for _ in range(max(1, repeats))
-    ]
+    runs = timed_starts(llm_url, None, work / "r7", repeats, pycache=pycache, config=config)
     parts = [time_startup_parts(config, work / "r7-parts", pycache) for _ in range(max(1, startup_repeats))]
 
     def median(values: list[float]) -> float:

@@ -204,7 +204,7 @@ class ItemCollection:
     """Items by ID, with a title index for exact, normalised and fuzzy lookup (answers remembered)."""
 
     def __init__(self, items: Iterable[Item] = ()) -> None:
-        self._items: dict[str, Item] = {}
+        self._items: dict[str, Item] = {item.id: item for item in items}  # as `add` one by one, nothing to index
         # title indexes, built on the first title lookup or by `index_in_steps` (a run's engine, while it
         # waits for its first replies): loading 13.8k items then costs half as much, and start-up to a
         # run's first LLM call does not pay for them
@@ -215,7 +215,6 @@ class ItemCollection:
         self._memo: dict[tuple[str, bool, float], TitleMatch] = {}
         self._version = 0  # counts changes: an index built in steps is kept only if none came in between
         self.title_stats = TitleLookupStats()
-        self._items = {item.id: item for item in items}  # as `add` one by one: nothing indexed yet to update
 
     def add(self, item: Item) -> None:
         self._items[item.id] = item
@@ -234,17 +233,9 @@ class ItemCollection:
         so the same matches; a lookup in between builds what it needs itself, and a change stops it."""
         version = self._version
         if self._titles is None:
-            by_title: dict[str, list[str]] = {}
-            by_exact: dict[str, list[str]] = {}
-            items = list(self._items.values())
-            for start in range(0, len(items), step):
-                for item in items[start : start + step]:
-                    _index_title(item, by_title, by_exact)
-                yield
-                if self._version != version:
-                    return
-            if self._titles is None:
-                self._titles = (by_title, by_exact)
+            yield from self._titles_in_steps(step)
+            if self._version != version:
+                return
         if self._fuzzy is None and self._items:
             index = yield from FuzzyTitleIndex.in_steps(list(self._by_title), step)
             if self._version == version and self._fuzzy is None:
@@ -262,12 +253,26 @@ class ItemCollection:
 
     def _title_indexes(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         if self._titles is None:
-            by_title: dict[str, list[str]] = {}
-            by_exact: dict[str, list[str]] = {}
-            for item in self._items.values():
-                _index_title(item, by_title, by_exact)
-            self._titles = (by_title, by_exact)
+            for _ in self._titles_in_steps(max(1, len(self._items))):
+                pass
+        assert self._titles is not None  # nothing can change the collection between those steps
         return self._titles
+
+    def _titles_in_steps(self, step: int) -> Iterator[None]:
+        """Build the exact and normalised title indexes `step` titles at a time, yielding after each step;
+        kept only if the collection did not change meanwhile (nor got them built by a lookup)."""
+        version = self._version
+        by_title: dict[str, list[str]] = {}
+        by_exact: dict[str, list[str]] = {}
+        items = list(self._items.values())
+        for start in range(0, len(items), step):
+            for item in items[start : start + step]:
+                _index_title(item, by_title, by_exact)
+            yield
+            if self._version != version:
+                return
+        if self._titles is None:
+            self._titles = (by_title, by_exact)
 
     def __len__(self) -> int:
         return len(self._items)

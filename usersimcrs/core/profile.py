@@ -197,11 +197,8 @@ def compact_profile(profile: UserProfile, items: ItemCollection | None) -> dict[
                 profile.persona,
                 _user_fields(profile.preferences, profile.persona),
             )
-        # each field in its place: preferences and persona after the need, seen items before metadata
-        for key, value in user[2]:
-            data = _insert_before(data, "metadata", key, value)
-        if forms[1]:
-            data = _insert_before(data, "metadata", "seen_items", forms[1])
+        # each field in its place: preferences and persona after the need, then seen items, before metadata
+        data = _insert_before(data, "metadata", [*user[2], *([("seen_items", forms[1])] if forms[1] else [])])
     else:
         data = profile.model_dump(mode="json", exclude_defaults=True)
         if items is not None and data.get("seen_items"):
@@ -237,14 +234,14 @@ def _compact_seen(seen: list[SeenItem], items: ItemCollection | None, dumped: li
     return dumped
 
 
-def _insert_before(data: dict[str, Any], before: str, key: str, value: Any) -> dict[str, Any]:
-    """`data` with `key` added just before `before` (at the end when `before` is absent)."""
+def _insert_before(data: dict[str, Any], before: str, fields: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`data` with `fields` added, in order, just before `before` (at the end when `before` is absent)."""
     if before not in data:
-        return {**data, key: value}
+        return {**data, **dict(fields)}
     out: dict[str, Any] = {}
     for name, existing in data.items():
         if name == before:
-            out[key] = value
+            out.update(fields)
         out[name] = existing
     return out
 
