@@ -167,6 +167,11 @@ def _real_workload(sizes: sc.Sizes, work: Path, servers: ServerSettings) -> list
             rows.extend(sc.r1_rows(sc.real_workload_figures(llm_url, crs_url, sizes, work)))
             print(f"  R1 done in {round(time.perf_counter() - started, 1)}s", flush=True)
             rows.extend(
+                _guarded_rows(
+                    "R1-floor", "real workload: HTTP alone", lambda: sc.r1_floor_rows(llm_url, crs_url, sizes, work)
+                )
+            )
+            rows.extend(
                 _guarded_rows("R5", "real workload: memory", lambda: [sc.r5_memory(llm_url, crs_url, sizes, work)])
             )
             rows.extend(

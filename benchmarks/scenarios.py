@@ -517,6 +517,36 @@ def r1_rows(figures: dict[str, Any]) -> list[Scenario]:
     ]
 
 
+def r1_floor_rows(llm_url: Any, crs_url: Any, sizes: Sizes, work: Path) -> list[Scenario]:
+    """R1-floor: the real workload's HTTP exchanges alone at C = 128 (the requests a short run sent,
+    replayed with the toolkit's HTTP client and nothing else; `benchmarks/transport_floor.py`): the
+    efficiency a toolkit doing no other work reaches with the servers on the same cores, and the CPU
+    per conversation any toolkit pays for those twelve exchanges here. What R1 and R1-conv stand on."""
+    from benchmarks.transport_floor import floor_row, medians, record_exchanges, replay
+
+    exchanges = record_exchanges(llm_url, crs_url, work / "floor-recorded")
+    n = max(sizes.real_conversations, sizes.real_per_slot * 128)
+    runs = [
+        floor_row(replay(llm_url, crs_url, exchanges, conversations=n, concurrency=128), 128, REAL_LATENCY_S)
+        for _ in range(max(1, sizes.real_repeats))
+    ]
+    figures = medians(runs)
+    where = "C=128, the real workload's 12 HTTP exchanges per conversation and no other work"
+    return [
+        Scenario(
+            "R1-floor", "real workload: HTTP alone", f"efficiency ({where})", figures["efficiency"], "-", None, figures
+        ),
+        Scenario(
+            "R1-floor-conv",
+            "real workload: HTTP alone, CPU",
+            "CPU ms / conversation of the HTTP exchanges alone (C=128)",
+            figures["cpu_ms_per_conversation"],
+            "-",
+            None,
+        ),
+    ]
+
+
 def r7_first_record(llm_url: Any, crs_url: Any, work: Path, repeats: int, startup_repeats: int) -> list[Scenario]:
     """R7: a fresh `usersimcrs run` of the real workload: seconds to its first LLM call (start-up) and to
     its first record, plus imports and data loading timed apart in fresh processes (medians)."""

@@ -225,13 +225,29 @@ def test_bench_writes_both_workloads_to_the_named_folder_and_leaves_the_checkout
     assert speed["cpu_s_at_start"] > 0 and speed["cpu_s_at_end"] > 0 and "additions" in speed["reference"]
     assert f"machine speed at the start {speed['cpu_s_at_start']} s" in done.stdout
     rows = results["scenarios"]
-    for key in ("R1", "R1-cpu", "R1-conv", "R5", "R7", "R7-start", "B1", "B1-128", "B1-cpu", "B7"):
+    for key in (
+        "R1",
+        "R1-cpu",
+        "R1-conv",
+        "R1-floor",
+        "R1-floor-conv",
+        "R5",
+        "R7",
+        "R7-start",
+        "B1",
+        "B1-128",
+        "B1-cpu",
+        "B7",
+    ):
         assert rows[key]["value"] is not None, (key, rows[key])  # measured, not an error row
     real = rows["R1"]["figures"]
     assert real["C=128"]["llm_calls_per_conversation"] == 6 and real["C=128"]["failed"] == 0
     assert real["C=128"]["server_cpu_s"]["crs_server"] is not None and 0 < real["C=128"]["toolkit_share_of_cpu"] < 1
     assert 0 < real["C=128"]["recommended_items"]["unresolved"] < 1  # the CRS names titles the catalogue lacks
     assert set(rows["R7"]["figures"]["startup_parts"]) >= {"imports_s", "items_s"}
+    floor = rows["R1-floor"]  # the HTTP exchanges alone: informational, beside R1
+    assert floor["passed"] is None and floor["figures"]["conversations"] == 128
+    assert 0 < rows["R1-floor-conv"]["value"] == floor["figures"]["cpu_ms_per_conversation"]
     ceiling = real["C=128"]["efficiency_ceiling_on_two_cores"]
     assert 0 < ceiling <= 1 and f"C=128: {ceiling:g}" in done.stdout  # what the 2 cores allow, beside R1
     assert "R1 " in done.stdout and "B1 " in done.stdout and f"wrote {out / 'results.json'}" in done.stdout
@@ -293,3 +309,22 @@ def test_the_machine_speed_reference_is_the_cpu_time_of_a_fixed_workload_and_rea
     assert "1.25 s at the start, 1.5 s at the end" in render(results)
     results.pop("machine_speed")
     assert "Machine speed" not in render(results)  # results older than the reference render as before
+
+
+def test_the_transport_floor_replays_the_toolkits_own_requests_and_only_them(tmp_path):
+    from benchmarks.server import llm_counters
+    from benchmarks.setups import REAL_TURNS, real_crs_options
+    from benchmarks.transport_floor import floor_row, record_exchanges, replay
+
+    with llm_server(5, fixed_booleans=False) as llm, crs_server("ievalm", *real_crs_options()) as crs:
+        llm_sent, crs_sent = record_exchanges(llm, crs, tmp_path / "recorded", conversations=2)
+        # a conversation of the real workload: six LLM requests, each answered by the CRS over HTTP/1.0
+        assert len(llm_sent) == len(crs_sent) == 2 * REAL_TURNS
+        assert {x.target.path for x in llm_sent} == {b"/v1/chat/completions"}
+        assert all(x.body and b'"messages"' in x.body for x in llm_sent)
+        before = llm_counters(llm)["chat"]
+        figures = replay(llm, crs, (llm_sent, crs_sent), conversations=3, concurrency=2)
+        assert llm_counters(llm)["chat"] - before == 3 * REAL_TURNS
+    row = floor_row(figures, concurrency=2, latency_s=0.005)
+    assert row["conversations"] == 3 and row["cpu_ms_per_conversation"] > 0
+    assert row["server_cpu_ms_per_conversation"] is not None and 0 < row["efficiency"] <= 1.05
