@@ -522,7 +522,8 @@ def r1_floor_rows(llm_url: Any, crs_url: Any, sizes: Sizes, work: Path) -> list[
     replayed with the toolkit's HTTP client and nothing else; `benchmarks/transport_floor.py`): the
     efficiency a toolkit doing no other work reaches with the servers on the same cores, and the CPU
     per conversation any toolkit pays for those twelve exchanges here. What R1 and R1-conv stand on."""
-    from benchmarks.transport_floor import floor_row, medians, record_exchanges, replay
+    from benchmarks.high_concurrency import median_figures
+    from benchmarks.transport_floor import floor_row, record_exchanges, replay
 
     exchanges = record_exchanges(llm_url, crs_url, work / "floor-recorded")
     n = max(sizes.real_conversations, sizes.real_per_slot * 128)
@@ -530,7 +531,7 @@ def r1_floor_rows(llm_url: Any, crs_url: Any, sizes: Sizes, work: Path) -> list[
         floor_row(replay(llm_url, crs_url, exchanges, conversations=n, concurrency=128), 128, REAL_LATENCY_S)
         for _ in range(max(1, sizes.real_repeats))
     ]
-    figures = medians(runs)
+    figures = median_figures(runs)
     where = "C=128, the real workload's 12 HTTP exchanges per conversation and no other work"
     return [
         Scenario(

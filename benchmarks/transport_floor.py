@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.high_concurrency import median_figures
 from benchmarks.real_workload import LATENCY_MS, measured_run, run_figures
 from benchmarks.reference import reference_cpu_s
 from benchmarks.scenarios import timed_run
@@ -153,17 +153,6 @@ TOOLKIT_KEYS = (
 )
 
 
-def medians(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The median of each figure over the rounds (None where any round lacks it), and every round's."""
-    keys = rows[0].keys()
-    out: dict[str, Any] = {}
-    for key in keys:
-        values = [row[key] for row in rows]
-        out[key] = None if any(v is None for v in values) else round(statistics.median(values), 3)
-    out["rounds"] = rows
-    return out
-
-
 def _rounded(load: tuple[float, ...] | None) -> list[float] | None:
     return None if load is None else [round(x, 2) for x in load]
 
@@ -195,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             figures, extra = measured_run(config, work / f"toolkit-{r}", llm, crs)
             row = run_figures(figures, args.concurrency, LATENCY_MS / 1000, extra.pop("servers"))
             toolkit.append({key: row[key] for key in TOOLKIT_KEYS})
-    floor_median, toolkit_median = medians(floor), medians(toolkit)
+    floor_median, toolkit_median = median_figures(floor), median_figures(toolkit)
     share = round(floor_median["cpu_ms_per_conversation"] / toolkit_median["cpu_ms_per_conversation"], 3)
     print(
         json.dumps(
