@@ -38,7 +38,8 @@ LATENCY_MS = 200.0
 CONCURRENCY = (128, 256)
 
 
-def _load() -> list[float] | None:
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages, rounded (None where the OS has none)."""
     return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
@@ -115,12 +116,12 @@ def run_figures(
 
 def measured_run(config: Any, out_dir: Path, llm: ServedURL, crs: ServedURL) -> tuple[RunFigures, dict[str, Any]]:
     """One timed run with the servers' CPU over it and the machine's load before and after."""
-    load_before = _load()
+    load_before = load_average()
     before = {"llm_server": llm.cpu_s(), "crs_server": crs.cpu_s()}
     figures = timed_run(config, out_dir)
     after = {"llm_server": llm.cpu_s(), "crs_server": crs.cpu_s()}
     servers = {k: None if before[k] is None or after[k] is None else after[k] - before[k] for k in before}  # type: ignore[operator]
-    extra = {"servers": servers, "load_average_before": load_before, "load_average_after": _load()}
+    extra = {"servers": servers, "load_average_before": load_before, "load_average_after": load_average()}
     return figures, extra
 
 

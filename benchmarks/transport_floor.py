@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -25,9 +26,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from benchmarks.high_concurrency import median_figures
-from benchmarks.real_workload import LATENCY_MS, measured_run, run_figures
+from benchmarks.real_workload import LATENCY_MS, load_average, measured_run, run_figures
+from benchmarks.reference import describe as describe_reference
 from benchmarks.reference import reference_cpu_s
 from benchmarks.scenarios import timed_run
 from benchmarks.server import ServedURL, crs_server, llm_server
@@ -71,8 +74,10 @@ def record_exchanges(
     """The LLM requests and the CRS requests of a short real-workload run, in the order they were sent."""
     sent: list[Exchange] = []
     with recorded_requests(sent):
-        timed_run(real_workload_config(llm, crs, conversations=conversations, concurrency=4), work)
-    llm_port = int(llm.rsplit(":", 1)[1].split("/", 1)[0])
+        figures = timed_run(real_workload_config(llm, crs, conversations=conversations, concurrency=4), work)
+    if figures.failed:  # a replay of a failing run's requests would time the failure, not the workload
+        raise RuntimeError(f"{figures.failed} conversation(s) of the recording run failed; see {work}")
+    llm_port = urlsplit(llm).port
     llm_sent = [x for x in sent if x.target.port == llm_port]
     crs_sent = [x for x in sent if x.target.port != llm_port]
     if not llm_sent or not crs_sent:
@@ -146,15 +151,12 @@ def floor_row(f: FloorFigures, concurrency: int, latency_s: float = LATENCY_MS /
 
 
 TOOLKIT_KEYS = (
+    "failed",
     "efficiency",
     "cpu_ms_per_conversation",
     "user_cpu_ms_per_conversation",
     "server_cpu_ms_per_conversation",
 )
-
-
-def _rounded(load: tuple[float, ...] | None) -> list[float] | None:
-    return None if load is None else [round(x, 2) for x in load]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="usersimcrs-floor-"))
     speed = reference_cpu_s()
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    load = load_average()
     floor: list[dict[str, Any]] = []
     toolkit: list[dict[str, Any]] = []
     with (
@@ -195,13 +197,23 @@ def main(argv: list[str] | None = None) -> int:
                 "floor": floor_median,
                 "toolkit": toolkit_median,
                 "floor_share_of_toolkit_cpu": share,
-                "load_average_before": _rounded(load),
-                "load_average_after": _rounded(os.getloadavg() if hasattr(os, "getloadavg") else None),
-                "machine_speed_s": [speed, reference_cpu_s()],
+                "load_average_before": load,
+                "load_average_after": load_average(),
+                "machine_speed": {
+                    "reference": describe_reference(),
+                    "cpu_s_at_start": speed,
+                    "cpu_s_at_end": reference_cpu_s(),
+                },
             },
-            indent=1,
+            indent=2,
         )
     )
+    failed = toolkit_median["failed"]
+    if failed:  # the toolkit's figures then time fewer conversations than they name
+        print(
+            f"{failed} conversation(s) of the toolkit's runs failed; see the run folders under {work}", file=sys.stderr
+        )
+        return 1
     return 0
 
 
