@@ -266,3 +266,31 @@ def test_items_read_from_csv_equal_validated_items(tmp_path):
     assert items[0] == Item(id="1", title="Heat (1995)", year=1995, attributes={"genres": ["Action", "Crime"]})
     assert items[1].year == 1995 and items[1].attributes == {} and items[2].year is None
     assert all(i.model_fields_set == {"id", "title", "year", "attributes"} for i in items)
+
+
+def test_a_lookup_during_the_step_build_means_no_index_is_built_twice(monkeypatch):
+    """When a CRS reply's lookup builds an index before `index_in_steps` has (an answer that comes fast),
+    the step build of that index stops at its next step instead of building a second copy (issue #22:
+    at 13.8k titles each copy is about 0.2 s of CPU)."""
+    import usersimcrs.core.items as items_module
+
+    indexed: list[str] = []
+    original = items_module._index_title
+
+    def counting(item, by_title, by_exact):
+        indexed.append(item.id)
+        original(item, by_title, by_exact)
+
+    monkeypatch.setattr(items_module, "_index_title", counting)
+    items = ItemCollection.from_csv(TINY, delimiters={"genres": "|", "keywords": "|"})
+    stepper = items.index_in_steps(step=7)
+    next(stepper)  # 7 titles indexed
+    assert items.find_by_title("Heat (1995)") is not None  # the lookup builds the title indexes whole
+    monkeypatch.setattr(items_module, "FUZZY_INDEX_AFTER", 0)  # and its next fuzzy miss the fuzzy index
+    next(stepper)  # the step build sees the titles built and goes on to the fuzzy index
+    built = items._titles
+    assert items.match_title("godfathr").resolution in ("fuzzy", "unresolved") and items._fuzzy is not None
+    fuzzy = items._fuzzy
+    assert len(list(stepper)) == 0  # it stops at once: nothing more is built
+    assert len(indexed) == len(items) + 7  # the first step's 7 titles, then the lookup's whole index: not twice
+    assert items._titles is built and items._fuzzy is fuzzy  # the lookup's indexes are the ones kept

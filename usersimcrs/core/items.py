@@ -19,12 +19,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 from operator import add
 from pathlib import Path
-from typing import Any, Generator, Iterable, Iterator
+from typing import Any, Callable, Generator, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.dialogue import ItemRef, Resolution
 from usersimcrs.errors import DataError
+
+T = TypeVar("T")
 
 _TRAILING_ARTICLE = re.compile(r"^(?P<rest>.*?),\s*(?P<article>The|A|An|Les|La|Le|L'|Il|Das|Der|Die|El)$", re.I)
 _SPACES = re.compile(r"\s+")
@@ -230,15 +232,17 @@ class ItemCollection:
         yielding between steps, so that an event loop builds them while it waits for replies: the first
         CRS reply naming titles then finds them built instead of stalling every conversation in flight
         while they are (about 0.2 s for the 13.8k MovieLens titles). The same indexes as a lookup builds,
-        so the same matches; a lookup in between builds what it needs itself, and a change stops it."""
+        so the same matches; a lookup in between builds what it needs itself (and the step build of that
+        index stops: it is never built twice), and a change stops it."""
         version = self._version
         if self._titles is None:
             yield from self._titles_in_steps(step)
             if self._version != version:
                 return
         if self._fuzzy is None and self._items:
-            index = yield from FuzzyTitleIndex.in_steps(list(self._by_title), step)
-            if self._version == version and self._fuzzy is None:
+            steps = FuzzyTitleIndex.in_steps(list(self._by_title), step)
+            index = yield from _steps_until(steps, lambda: self._version != version or self._fuzzy is not None)
+            if index is not None:
                 self._fuzzy = index
 
     @property
@@ -260,7 +264,7 @@ class ItemCollection:
 
     def _titles_in_steps(self, step: int) -> Iterator[None]:
         """Build the exact and normalised title indexes `step` titles at a time, yielding after each step;
-        kept only if the collection did not change meanwhile (nor got them built by a lookup)."""
+        it stops when the collection changes or a lookup builds them meanwhile."""
         version = self._version
         by_title: dict[str, list[str]] = {}
         by_exact: dict[str, list[str]] = {}
@@ -269,7 +273,7 @@ class ItemCollection:
             for item in items[start : start + step]:
                 _index_title(item, by_title, by_exact)
             yield
-            if self._version != version:
+            if self._version != version or self._titles is not None:
                 return
         if self._titles is None:
             self._titles = (by_title, by_exact)
@@ -508,6 +512,19 @@ def apply_match(ref: ItemRef, match: TitleMatch, items: ItemCollection) -> ItemR
             }
         )
     return ref.model_copy(update={"resolution": match.resolution, "candidates": list(match.candidates)})
+
+
+def _steps_until(steps: Generator[None, None, T], stop: Callable[[], bool]) -> Generator[None, None, T | None]:
+    """Run the stepwise build `steps`, yielding after each step: its result, or None once `stop()` holds."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        yield
+        if stop():
+            steps.close()
+            return None
 
 
 def _index_title(item: Item, by_title: dict[str, list[str]], by_exact: dict[str, list[str]]) -> None:
