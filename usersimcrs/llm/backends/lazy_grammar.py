@@ -38,7 +38,7 @@ class GrammarCounts:
     whole_vocabulary: int = 0
 
 
-SHORTLISTS = (256, 4096)
+SHORTLISTS = (256, 4096, 32768)
 """Sizes of the highest-logit shortlists a resample tries before the whole vocabulary."""
 
 
@@ -128,6 +128,9 @@ class LazyGrammarSampler:
         return math.isfinite(cell[0].logit)
 
     def _pick(self, logits: np.ndarray, *, constrained: bool) -> int:
+        """The chain's draw over every token, under the grammar when `constrained`."""
+        if self.need == 1 and not constrained:  # a penalty-free greedy chain picks the first highest logit
+            return int(np.argmax(logits))
         array = self.candidates.fill(logits)
         if constrained:
             llama_cpp.llama_sampler_apply(self.grammar, array)
