@@ -187,3 +187,26 @@ def test_lazy_and_eager_generate_the_same_text_and_repeat_it(embedded_model_path
     assert eager_counts == (0, 0)  # eager: the grammar is in llama-cpp-python's chain
     sampled, _ = asyncio.run(run(backend("lazy"), 0.8))
     assert sampled.startswith("{") and sampled == asyncio.run(run(backend("lazy"), 0.8))[0]
+
+
+@pytest.mark.embedded
+def test_the_grammar_mode_does_not_reach_the_cache_key(embedded_model_path, tmp_path):
+    """An answer cached by the eager mode is the lazy mode's cache hit: the key is what it was."""
+    from usersimcrs.llm import LLMProvider, Message
+    from usersimcrs.llm.config import LLMConfig
+
+    messages = [Message(role="user", content='Answer with JSON {"end": true or false}: are you done?')]
+
+    async def ask(mode: str):
+        config = LLMConfig(
+            backend="llamacpp", model_path=embedded_model_path, n_ctx=128, n_threads=1, grammar_sampling=mode
+        )
+        provider = LLMProvider(config, cache_dir=str(tmp_path))
+        try:
+            return await provider.get("judge").complete(messages, max_tokens=8, seed=1, schema=SCHEMAS["stop"])
+        finally:
+            await provider.aclose()
+
+    eager = asyncio.run(ask("eager"))
+    lazy = asyncio.run(ask("lazy"))
+    assert not eager.cached and lazy.cached and lazy.text == eager.text

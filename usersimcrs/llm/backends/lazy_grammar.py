@@ -96,7 +96,7 @@ class LazyGrammarSampler:
         )
         if not self.grammar:
             raise ValueError("llama.cpp could not parse the grammar built from the JSON schema")
-        self._free = weakref.finalize(self, llama_cpp.llama_sampler_free, self.grammar)
+        weakref.finalize(self, llama_cpp.llama_sampler_free, self.grammar)  # the chain frees itself
         self.n_vocab = n_vocab
         self.counts = counts
         self.candidates = Candidates(n_vocab)
@@ -159,11 +159,6 @@ class LazyGrammarSampler:
         """Advance the grammar and the chain (repetition penalties, mirostat) past `token`."""
         llama_cpp.llama_sampler_accept(self.grammar, token)
         llama_cpp.llama_sampler_accept(self.chain.sampler, token)
-
-    def close(self) -> None:
-        """Free the grammar sampler and the chain."""
-        self._free()
-        self.chain.close()
 
 
 class GrammarLlama(Llama):
