@@ -7,10 +7,11 @@ time (issue #36)::
 Tokens per second: two embedded backends, one per `llm.grammar_sampling` mode, each with its own loaded
 model, answer the same prompts (the demo's kinds of call: the LLM user, the LLM CRS over numbered
 candidates, a judge, the stop decision, each with the schema the toolkit sends) at temperature 0, the
-two modes alternated call by call. Each prompt is first sent with `max_tokens: 1`, untimed, so that the
-timed call finds it in the model's KV cache: the timed figure is generation, not prompt reading. At
-temperature 0 both modes must give the same text (counted). The demo: `usersimcrs quickstart` in a
-fresh process into a new folder with an empty LLM cache; its wall time and each cell's.
+two modes alternated call by call, with a third backend answering the same prompts without a schema
+(the model's own speed: the ceiling of both modes). Each prompt is first sent with `max_tokens: 1`,
+untimed, so that the timed call finds it in the model's KV cache: the timed figure is generation, not
+prompt reading. At temperature 0 both modes must give the same text (counted). The demo: `usersimcrs
+quickstart` in a fresh process into a new folder with an empty LLM cache; its wall time and each cell's.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from benchmarks.setups import ROOT
 from usersimcrs.llm.base import Message
 
 MODES = ("eager", "lazy")
+FREE = "unconstrained"  # the same prompts without a schema: the model's own speed, the ceiling of both modes
 DEMO_TARGET_S = 120.0
 SPEEDUP_TARGET = 2.5
 
@@ -90,21 +92,29 @@ def prompts() -> list[tuple[str, list[Message], dict[str, Any]]]:
     ]
 
 
-async def _call(llm: Any, messages: list[Message], schema: dict[str, Any], max_tokens: int) -> Any:
-    return await llm.complete(messages, temperature=0.0, max_tokens=max_tokens, seed=0, schema=schema)
+async def _call(llm: Any, messages: list[Message], schema: dict[str, Any] | None, max_tokens: int) -> tuple[Any, float]:
+    """The result and the process CPU seconds it took (generation runs in a worker thread of this process)."""
+    cpu = time.process_time()
+    result = await llm.complete(messages, temperature=0.0, max_tokens=max_tokens, seed=0, schema=schema)
+    return result, time.process_time() - cpu
 
 
 def tokens_per_second(rounds: int, max_tokens: int, n_threads: int | None = 1) -> dict[str, Any]:
-    """Eager and lazy backends on the same prompts, alternated call by call; generation tokens per second
-    of each mode, their ratio, the lazy mode's rejections, and how many texts agreed."""
+    """Eager and lazy backends on the same prompts, alternated call by call (and a third answering them
+    without a schema, for the model's own speed); generation tokens per second of each, lazy over eager,
+    the lazy mode's rejections, and how many texts agreed."""
     from usersimcrs.llm.backends.llamacpp_embedded import LlamaCppEmbedded
     from usersimcrs.llm.config import LLMConfig
 
     backends = {
-        mode: LlamaCppEmbedded(LLMConfig(backend="llamacpp", n_ctx=2048, n_threads=n_threads, grammar_sampling=mode))
-        for mode in MODES
+        mode: LlamaCppEmbedded(
+            LLMConfig(
+                backend="llamacpp", n_ctx=2048, n_threads=n_threads, grammar_sampling=mode if mode != FREE else "lazy"
+            )
+        )
+        for mode in (*MODES, FREE)
     }
-    totals = {mode: {"tokens": 0, "seconds": 0.0, "calls": 0} for mode in MODES}
+    totals = {mode: _empty() for mode in (*MODES, FREE)}
     per_prompt: dict[str, dict[str, Any]] = {}
     same = compared = 0
     load_at_start = os.getloadavg()
@@ -113,15 +123,17 @@ def tokens_per_second(rounds: int, max_tokens: int, n_threads: int | None = 1) -
         nonlocal same, compared
         for r in range(rounds):
             for i, (name, messages, schema) in enumerate(prompts()):
-                order = MODES if (r + i) % 2 == 0 else MODES[::-1]
+                order = (*MODES, FREE) if (r + i) % 2 == 0 else (FREE, *MODES[::-1])
                 texts = {}
                 for mode in order:
-                    await _call(backends[mode], messages, schema, 1)  # reads the prompt into the KV cache
-                    result = await _call(backends[mode], messages, schema, max_tokens)
+                    constraint = None if mode == FREE else schema
+                    await _call(backends[mode], messages, constraint, 1)  # reads the prompt into the KV cache
+                    result, cpu_s = await _call(backends[mode], messages, constraint, max_tokens)
                     texts[mode] = result.text
                     for bucket in (totals[mode], per_prompt.setdefault(name, {}).setdefault(mode, _empty())):
                         bucket["tokens"] += result.usage.completion_tokens
                         bucket["seconds"] += result.latency_s
+                        bucket["cpu_s"] += cpu_s
                         bucket["calls"] += 1
                 compared += 1
                 same += texts["eager"] == texts["lazy"]
@@ -132,11 +144,15 @@ def tokens_per_second(rounds: int, max_tokens: int, n_threads: int | None = 1) -
     finally:
         for llm in backends.values():
             asyncio.run(llm.aclose())
-    rates = {mode: totals[mode]["tokens"] / totals[mode]["seconds"] for mode in MODES}
+    rates = {mode: totals[mode]["tokens"] / totals[mode]["seconds"] for mode in totals}
+    per_cpu = {mode: totals[mode]["tokens"] / totals[mode]["cpu_s"] for mode in totals}
     return {
         "eager_tokens_per_s": round(rates["eager"], 2),
         "lazy_tokens_per_s": round(rates["lazy"], 2),
+        "unconstrained_tokens_per_s": round(rates[FREE], 2),
+        "ceiling": round(rates[FREE] / rates["eager"], 2),  # the speedup a grammar costing nothing would give
         "speedup": round(rates["lazy"] / rates["eager"], 2),
+        "speedup_per_cpu_s": round(per_cpu["lazy"] / per_cpu["eager"], 2),  # moves less with other load
         "totals": totals,
         "per_prompt": {
             name: {mode: {**t, "tokens_per_s": round(t["tokens"] / t["seconds"], 2)} for mode, t in modes.items()}
@@ -159,7 +175,7 @@ def speed_passed(figures: dict[str, Any]) -> bool:
 
 
 def _empty() -> dict[str, Any]:
-    return {"tokens": 0, "seconds": 0.0, "calls": 0}
+    return {"tokens": 0, "seconds": 0.0, "cpu_s": 0.0, "calls": 0}
 
 
 def demo_wall(work: Path) -> dict[str, Any]:
@@ -199,7 +215,7 @@ def demo_wall(work: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Print B8's figures as JSON; exit 1 when a target is missed."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.embedded_grammar", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=2, help="times each prompt is sent in each mode")
+    parser.add_argument("--rounds", type=int, default=3, help="times each prompt is sent in each mode")
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads of each backend")
     parser.add_argument("--no-demo", action="store_true", help="tokens per second only")
