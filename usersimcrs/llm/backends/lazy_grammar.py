@@ -9,7 +9,7 @@ grammar_first=false). The resample first runs the grammar over the highest-logit
 (`SHORTLISTS`): when enough of them are allowed for the chain (1 for greedy, k for top-k) the draw
 is the one the whole vocabulary would give, else the grammar runs over the whole vocabulary. Every
 token kept is allowed by the grammar, so the output is as valid as the eager path's; a greedy call
-gives the eager path's text token for token.
+gives the eager path's text token for token from the same model state (docs/llm.md).
 
 This module imports llama_cpp: the backend imports it only when it loads a model.
 """
@@ -77,8 +77,8 @@ class Candidates:
 
 
 class LazyGrammarSampler:
-    """Stands in for llama-cpp-python's sampler chain in `Llama.generate` (same `sample`/`accept`
-    calls): the unconstrained `chain` first, the grammar only to check, or on a rejection."""
+    """Stands in for llama-cpp-python's sampler chain in `Llama.generate` (its `sample(ctx, idx)` call):
+    the unconstrained `chain` first, the grammar only to check that token, or on a rejection."""
 
     def __init__(
         self,
