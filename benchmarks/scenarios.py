@@ -626,14 +626,19 @@ def b8_embedded(sizes: Sizes, work: Path) -> list[Scenario]:
         require_local_extra()
     except ConfigError as exc:
         return [Scenario("B8", "embedded structured output", f"not run: {exc}", None, f">= {SPEEDUP_TARGET}", None)]
-    speed = tokens_per_second(sizes.embedded_rounds, sizes.embedded_max_tokens)
+    speed = tokens_per_second(sizes.embedded_rounds, sizes.embedded_max_tokens)  # one thread, as in the demo
+    cores = os.cpu_count() or 1
+    wide = ""
+    if sizes.embedded_demo and cores > 1:  # not at --tiny: the same with every core generating
+        speed["all_cores"] = tokens_per_second(sizes.embedded_rounds, sizes.embedded_max_tokens, cores)
+        wide = f"; {cores} threads: {speed['all_cores']['speedup']:g}x, ceiling {speed['all_cores']['ceiling']:g}"
     rows = [
         Scenario(
             "B8",
             "embedded structured output",
-            f"lazy / eager constrained tokens per s (same prompts, alternated: eager {speed['eager_tokens_per_s']:g}, "
-            f"lazy {speed['lazy_tokens_per_s']:g}; per CPU s {speed['speedup_per_cpu_s']:g}x; "
-            f"same text {speed['same_text']})",
+            f"lazy / eager constrained tokens per s, 1 thread (same prompts, alternated: eager "
+            f"{speed['eager_tokens_per_s']:g}, lazy {speed['lazy_tokens_per_s']:g}; ceiling {speed['ceiling']:g}; "
+            f"same text {speed['same_text']}{wide})",
             speed["speedup"],
             f">= {SPEEDUP_TARGET}, same text",
             speed_passed(speed),
