@@ -17,6 +17,7 @@ COMMAND_MODULES = [
     "quickstart",
     "run",
     "matrix",
+    "ladder",
     "convert",
     "annotate",
     "judge",

@@ -23,6 +23,7 @@ INDEX = "matrix.json"
 CELLS_DIR = "cells"
 LLM_CACHE_DIR = "llm_cache"
 COMPARISON_DIR = "comparison"
+LADDER = "ladder.json"
 CELL_SEPARATOR = "__"
 
 
@@ -75,6 +76,11 @@ class MatrixFolder:
     @property
     def report_page(self) -> Path:
         return self.path / REPORT_PAGE
+
+    @property
+    def ladder_path(self) -> Path:
+        """The figures of a sensitivity ladder (`usersimcrs ladder`), beside its cells."""
+        return self.path / LADDER
 
     @property
     def report_dir(self) -> Path:
