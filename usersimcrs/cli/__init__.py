@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "metrics",
     "report",
     "compare",
+    "plan",
     "agreement",
     "probe_crs",
     "export",
