@@ -88,6 +88,13 @@ def study_size(pairs: list[PairNeed]) -> tuple[int | None, str | None]:
     return None, f"no adjacent pair has a figure ({reasons})"
 
 
+def scaled(size: int | None, per_conversation: list[float | None]) -> float | None:
+    """`size` times the sum of per-conversation figures; None without a size or with an unknown figure."""
+    if size is None or None in per_conversation:
+        return None
+    return size * sum(v for v in per_conversation if v is not None)
+
+
 def simulation_spend(cell: Cell, price: tuple[float, float] | None) -> Spend:
     """Tokens per conversation the pilot's simulation of `cell` spent (its manifest), priced per model."""
     manifest = cell.folder.read_manifest()
@@ -174,31 +181,21 @@ def plan_study(
         for cell in cells
     ]
     notes = [] if judges else ["the pilot's matrix runs no judges: judging is not in the estimate"]
-    if size is None:
-        return StudyPlan(
-            pilot=str(pilot),
-            metric=metric,
-            pairs=pairs,
-            conversations_per_cell=None,
-            reason=reason,
-            cells=costs,
-            total_conversations=None,
-            prompt_tokens=None,
-            completion_tokens=None,
-            notes=notes,
-        )
     spends = [spend for cost in costs for spend in cost.per_conversation]
-    cost_values = [s.cost_usd for s in spends]
+    prompt = scaled(size, [s.prompt_tokens for s in spends])
+    completion = scaled(size, [s.completion_tokens for s in spends])
+    cost = scaled(size, [s.cost_usd for s in spends])
     return StudyPlan(
         pilot=str(pilot),
         metric=metric,
         pairs=pairs,
         conversations_per_cell=size,
+        reason=reason,
         cells=costs,
-        total_conversations=size * len(cells),
-        prompt_tokens=round(size * sum(s.prompt_tokens for s in spends)),
-        completion_tokens=round(size * sum(s.completion_tokens for s in spends)),
-        cost_usd=None if None in cost_values else round(size * sum(c for c in cost_values if c is not None), 6),
+        total_conversations=None if size is None else size * len(cells),
+        prompt_tokens=None if prompt is None else round(prompt),
+        completion_tokens=None if completion is None else round(completion),
+        cost_usd=None if cost is None else round(cost, 6),
         notes=notes,
     )
 
