@@ -99,6 +99,10 @@ def test_a_score_that_cannot_be_computed_for_a_rung_stops_with_one_line(ladder, 
     assert main([*args, "--no-progress", "--metrics", "success,jaccard"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "jaccard cannot be computed for rung oracle" in err[0]
+    assert main(["ladder", str(ladder / "tiny.yaml"), "--output", str(ladder / "out"), "--conversations", "1"]) == 2
+    assert (
+        capsys.readouterr().err.strip() == "error: ladder: --conversations: Input should be greater than or equal to 2"
+    )
 
 
 def test_an_llm_user_climbs_the_ladder_too(tmp_path):

@@ -26,17 +26,23 @@ def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from usersimcrs.config import read_yaml
+    from usersimcrs.core.validation import validate
     from usersimcrs.pipeline.judge import JudgeRequest
     from usersimcrs.pipeline.ladder import LadderRequest, run_ladder
 
     output = args.output or str(Path("runs") / f"ladder-{read_yaml(args.config).get('name', 'run')}")
-    request = LadderRequest(
-        conversations=args.conversations or None,
-        metrics=[m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None,
-        judges=[JudgeRequest(judge=name) for name in args.judge],
-        simulator=args.simulator,
-        seed=args.seed,
-        progress=not args.no_progress,
+    request = validate(
+        LadderRequest,
+        {
+            "conversations": args.conversations or None,
+            "metrics": [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None,
+            "judges": [JudgeRequest(judge=name) for name in args.judge],
+            "simulator": args.simulator,
+            "seed": args.seed,
+            "progress": not args.no_progress,
+        },
+        source="ladder",
+        flags=True,
     )
     outcome = run_ladder(args.config, output, request)
     result = outcome.result
