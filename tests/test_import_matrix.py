@@ -1,4 +1,5 @@
-"""`usersimcrs import FILE... --matrix DIR`: many exports as one matrix that meta-eval and fidelity read."""
+"""`usersimcrs import FILE... --matrix DIR`: many exports as one matrix that meta-eval and fidelity read,
+and `meta-eval --human votes` on a matrix whose conversations carry no per-conversation reference."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.import_support import arena_exports, arena_labels_csv
+from tests.import_support import arena_exports, arena_labels_csv, arena_votes
 from usersimcrs.cli import main
 from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.core.matrix_folder import MatrixFolder
+from usersimcrs.pipeline.meta_eval import meta_eval
 
 
 def _agents(files: list[Path]) -> list[str]:
@@ -135,3 +137,25 @@ def test_what_cannot_be_one_matrix_is_one_line(tmp_path, capsys):
     (simulated / "cells" / "agenda__retrieval__ml").mkdir(parents=True)
     assert main(["import", a, "--matrix", str(simulated), "--overwrite"]) == 2
     assert "holds a simulated matrix" in capsys.readouterr().err
+
+
+def test_meta_eval_votes_on_a_matrix_without_references_is_system_level(shared_data, tmp_path, capsys):
+    matrix = tmp_path / "matrix"
+    assert main(["import", *map(str, arena_exports(shared_data, tmp_path / "exports")), "--matrix", str(matrix)]) == 0
+    votes = arena_votes(shared_data)
+    capsys.readouterr()
+    out = tmp_path / "me"
+    args = ["--scores", "turns,utterances", "--votes", str(votes), "--resamples", "20", "-o", str(out)]
+    assert main(["meta-eval", str(matrix), *args, "--human", "votes"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("no per-conversation reference on the 18 conversations: conversation level not checked")
+    assert "human ranking (Bradley-Terry from 25 votes" in printed
+    table = pd.read_csv(out / "meta_eval.csv")
+    assert set(table["level"]) == {"system"} and set(table["n"]) == {9}
+    assert len(table) == 6 and table["value"].notna().all()
+    assert "conversation level not checked" in (out / "report.html").read_text()
+    result = meta_eval(matrix, ["turns"], votes=votes, human="votes", resamples=0)
+    assert (result.reference_key, result.reference_kind, result.human_source) == (None, None, "votes")
+    # the labels cannot rank systems that carry none: one line, which names the way out
+    assert main(["meta-eval", str(matrix), *args, "--human", "labels"]) == 2
+    assert "give pairwise votes (--votes FILE)" in capsys.readouterr().err
