@@ -13,7 +13,7 @@ from typing import Any, Callable
 from crs_connectors.base import CRSConnector, connector_spec
 from usersimcrs.config import RunConfig, validate_section
 from usersimcrs.core.profile import UserProfile
-from usersimcrs.errors import ConfigError
+from usersimcrs.errors import ConfigError, UserError
 from usersimcrs.registry import Registry
 from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.base import UserSimulator, simulators
@@ -47,6 +47,16 @@ def simulator_factory(section: dict[str, Any], source: str = "config") -> Simula
         return simulator
 
     return build
+
+
+def simulator_options(section: dict[str, Any]) -> dict[str, Any] | None:
+    """The simulator's options as validated, defaults filled in, for the manifest (some defaults, such as the
+    LLM users' style, come from data files); None when the section does not name a registered simulator."""
+    try:
+        _, options = _resolve(simulators, section, "simulator", "config")
+    except (UserError, ImportError, AttributeError):
+        return None
+    return options.model_dump(mode="json") if hasattr(options, "model_dump") else None
 
 
 def connector_factory(section: dict[str, Any], source: str = "config") -> ConnectorFactory:
