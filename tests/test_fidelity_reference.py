@@ -110,7 +110,7 @@ def words_per_turn(run) -> tuple[float, float]:  # type: ignore[no-untyped-def]
 
 def check_fidelity_without_corpus(run, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "fidelity"
-    assert main(["fidelity", str(run), "--output", str(out), "--resamples", "50", "--no-report"]) == 0
+    assert main(["fidelity", str(run), "--output", str(out), "--resamples", "20", "--no-report"]) == 0
     printed = capsys.readouterr().out
     lines = printed.splitlines()
     verdict = next(i for i, line in enumerate(lines) if line.startswith("quickstart: ") and "AUC" in line)
@@ -128,7 +128,7 @@ def check_fidelity_without_corpus(run, tmp_path, capsys) -> None:  # type: ignor
 
 
 def test_quickstart_users_write_like_people_and_fidelity_needs_no_corpus(tmp_path, capsys):
-    run = quickstart_run(tmp_path, 40)
+    run = quickstart_run(tmp_path, 20)
     per_turn, per_conversation = words_per_turn(run)
     assert 5 <= per_turn <= 9 and 5 <= per_conversation <= 9
     check_fidelity_without_corpus(run, tmp_path, capsys)

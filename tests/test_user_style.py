@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from tests.test_simulators_llm_engine import scripted, write_data
-from usersimcrs.config import RunConfig
+from tests.test_simulators_llm_engine import run_config, scripted, write_data
 from usersimcrs.core.human_reference import load_reference
 from usersimcrs.simulators.llm_base import UserStyle
 
@@ -22,22 +21,7 @@ def run_with(tmp_path, section: dict) -> tuple[list[list[dict]], dict]:  # type:
     tmp_path.mkdir(parents=True, exist_ok=True)
     items, ratings = write_data(tmp_path)
     with llm_server.LLMServer(scripted) as server:
-        config = RunConfig.model_validate(
-            {
-                "name": "style",
-                "seed": 3,
-                "conversations": 2,
-                "concurrency": 1,
-                "max_turns": 3,
-                "items": items,
-                "ratings": ratings,
-                "profiles": {"constraint_slots": ["genres"], "holdout": 0.5},
-                "llm": server.config("openai", cache=False).model_dump(),
-                "simulator": section,
-                "crs": {"type": "retrieval", "k": 3},
-                "progress": False,
-            }
-        )
+        config = run_config("style", section, items, ratings, server, seed=3, conversations=2, max_turns=3)
         runner.run(config, tmp_path / "run")
         requests = [r.body["messages"] for r in server.chat_requests]
     return requests, json.loads((tmp_path / "run" / "manifest.json").read_text())
