@@ -68,9 +68,17 @@ def test_training_records_its_provenance(trained, capsys):
     ]
     assert model.versions["scikit-learn"] == sklearn.__version__ and model.versions["scipy"] == scipy.__version__
     assert model.features_version == FEATURES_VERSION and model.cues_sha256 == load_cues().sha256
-    assert model.cv["folds"] == 3 and set(model.cv["aspects"]) == set(BY_NAME)
+    # hyper-parameters chosen leaving one CRS out (5 CRSs: 5 folds, whatever --folds says)
+    assert model.cv["grouping"] == "leave-one-CRS-out" and model.cv["folds"] == 5
+    assert set(model.cv["aspects"]) == set(BY_NAME)
     for aspect, figures in model.cv["aspects"].items():
         assert -1 <= figures["pearson"] <= 1 and figures["n"] > 0, aspect
+        assert -1 <= figures["within_pearson"] <= 1 and len(figures["within_pearson_ci"]) == 2, aspect
+    # no silent self-evaluation: a salted hash of every training conversation's ID, not the IDs themselves
+    ids = sorted(d.conversation_id for d in dialogues)
+    assert model.training.conversation_hashes == sorted(model.training.hash_id(i) for i in ids)
+    assert not set(ids) & set(model.training.conversation_hashes) and ids[0] not in path.read_text()
+    assert model.training.corpus == ["slice.json"]  # the file the training folder was converted from
     assert model.cv["aspects"]["relevance"]["n"] == model.training.n_ratings["relevance"]
     assert {a.name for a in model.aspects} == set(BY_NAME)
     raw = json.loads(path.read_text())  # plain data: numbers, words and names only

@@ -155,6 +155,10 @@ def handle(args: argparse.Namespace) -> int:
     _print(result.report(), args.json, "dry run" if result.dry_run is not None else result.judgments_path)
     if result.dry_run is not None:
         return 0
+    if args.judge == "learned" and args.model:
+        from usersimcrs.pipeline.evaluator import in_training_line, training_count
+
+        print(in_training_line(*training_count(args.run_dir, args.model)), file=sys.stderr if args.json else sys.stdout)
     if result.failures and not args.json:
         print(f"failed judgments: {result.failed} of {result.asked}; by reason:")
         for failure in result.failures[:5]:
