@@ -22,16 +22,17 @@ ASPECT = "dialogue_overall"
 
 def learned_table(
     model: str | Path, dialogues: Sequence[Any], table: pd.DataFrame, by: Sequence[str], *, seed: int = 0
-) -> tuple[pd.DataFrame, Any, int]:
+) -> tuple[pd.DataFrame, Any, int, list[str]]:
     """Per group of `by` (columns of `table`, the counted conversations with `success`): success (mean, n)
-    and the predicted dialogue_overall (mean, 95% bootstrap CI, n); with the loaded model and how many
-    of the conversations it was trained on."""
-    from usersimcrs.judges.learned.model import Evaluator
+    and the predicted dialogue_overall (mean, 95% bootstrap CI, n); with the loaded model, how many of the
+    conversations it was trained on and its drift warnings (conversations unlike its training data)."""
+    from usersimcrs.judges.learned.model import Evaluator, RunStats
 
     evaluator = Evaluator.load(model)
     counted = set(table["conversation_id"].astype(str))
     scored = [d for d in dialogues if d.conversation_id in counted]
-    batch = evaluator.score(scored) if scored else None
+    stats = RunStats()
+    batch = evaluator.score(scored, stats) if scored else None
     predicted: dict[str, float] = {}
     if batch is not None and ASPECT in batch.dialogue_names:
         column = batch.dialogue_names.index(ASPECT)
@@ -50,7 +51,7 @@ def learned_table(
                 f"predicted {ASPECT} (0-4)": _mean(pred, ci=True),
             }
         )
-    return pd.DataFrame(rows), evaluator.model, trained
+    return pd.DataFrame(rows), evaluator.model, trained, evaluator.drift(stats) if scored else []
 
 
 def _mean(figures: dict[str, float], *, ci: bool = False) -> str:
@@ -100,7 +101,7 @@ def add_learned_section(
     seed: int = 0,
 ) -> None:
     """The report's section on the learned evaluator (see the module docstring)."""
-    rows, loaded, trained = learned_table(model, dialogues, table, by, seed=seed)
+    rows, loaded, trained, drift = learned_table(model, dialogues, table, by, seed=seed)
     report.section("Learned evaluator")
     facts = loaded.training
     source = f", converted from {', '.join(facts.corpus)}" if facts.corpus else ""
@@ -110,6 +111,8 @@ def add_learned_section(
     )
     for line in agreement_sentences(loaded):
         report.text(line, note=SYSTEMS_NOT_CONVERSATIONS in line)
+    for warning in drift:
+        report.text(f"Unlike its training data: {warning}.", note=True)
     if trained:
         report.text(
             f"{trained} of these conversations are in the model's training data: their scores are in-sample.",
