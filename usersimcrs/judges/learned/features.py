@@ -179,7 +179,7 @@ class Catalogue:
         for item in items:
             entry = CatalogueItem(
                 genres=frozenset(item.values("genres")),
-                keywords=frozenset(w for k in item.values("keywords") for w in tokens(k)),
+                keywords=frozenset(tokens(" ".join(item.values("keywords")))),
             )
             key = normalize_title(item.title)
             self.by_year.setdefault(item.year, {}).setdefault(key, entry)

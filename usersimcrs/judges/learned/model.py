@@ -447,7 +447,7 @@ def trained_on(model: LearnedModel, conversation_ids: Iterable[str]) -> list[str
     return [cid for cid in conversation_ids if model.training.hash_id(cid) in trained]
 
 
-def load_catalogue(model: LearnedModel, source: str, items: str | Path | None = None) -> Catalogue | None:
+def catalogue_path(model: LearnedModel, source: str, items: str | Path | None = None) -> Path | None:
     """The item catalogue a model's features read: `items` when given, else the file named at training;
     a model trained without one needs none. A missing file stops with one line naming it."""
     if model.catalogue is None:
@@ -458,15 +458,20 @@ def load_catalogue(model: LearnedModel, source: str, items: str | Path | None = 
             f"{source}: the model compares recommendations with the item catalogue {path}, which is not there; "
             "give the catalogue with --items FILE"
         )
-    return Catalogue.load(path)
+    return path
 
 
 class Evaluator:
     """A loaded model ready to score conversations (numpy only; no scikit-learn needed)."""
 
-    def __init__(self, model: LearnedModel, catalogue: Catalogue | None = None) -> None:
+    def __init__(
+        self, model: LearnedModel, catalogue: Catalogue | None = None, catalogue_file: Path | None = None
+    ) -> None:
+        """`catalogue`: the item catalogue, or `catalogue_file` to read it from when the first conversation is
+        scored (a process that only checks the model, or hands the scoring to workers, never reads it)."""
         self.model = model
-        self.catalogue = catalogue
+        self._catalogue = catalogue
+        self.catalogue_file = catalogue_file
         self.trained = frozenset(model.training.conversation_hashes)
         self.cues = load_cues()
         self.text = TextVectors(model.text_blocks)
@@ -490,7 +495,14 @@ class Evaluator:
     @classmethod
     def load(cls, path: str | Path, items: str | Path | None = None) -> Evaluator:
         model = load_model(path)
-        return cls(model, load_catalogue(model, str(path), items))
+        return cls(model, catalogue_file=catalogue_path(model, str(path), items))
+
+    @property
+    def catalogue(self) -> Catalogue | None:
+        """The item catalogue the features read (read from its file on first use)."""
+        if self._catalogue is None and self.catalogue_file is not None:
+            self._catalogue = Catalogue.load(self.catalogue_file)
+        return self._catalogue
 
     def in_training(self, conversation_ids: Iterable[str]) -> list[bool]:
         """Whether each conversation was one of the model's training conversations (by salted ID hash)."""
@@ -601,12 +613,20 @@ class Evaluator:
         if stats.without_assistant_turn:
             out.append(f"{stats.without_assistant_turn} conversations have no assistant turn (no turn predictions)")
         catalogue = self.model.catalogue
-        if catalogue is not None and self.catalogue is not None and self.catalogue.sha256 != catalogue.sha256:
+        if catalogue is not None and self.catalogue_sha256() not in (None, catalogue.sha256):
             out.append(
                 f"the item catalogue differs from the one the model was trained with ({catalogue.path}): the "
                 "recommended-items features may read differently"
             )
         return out
+
+    def catalogue_sha256(self) -> str | None:
+        """The SHA-256 of the catalogue in use (from its file, without parsing it), None without one."""
+        if self._catalogue is not None:
+            return self._catalogue.sha256
+        if self.catalogue_file is None:
+            return None
+        return hashlib.sha256(self.catalogue_file.read_bytes()).hexdigest()
 
 
 UNKNOWN_MARGIN = 0.15
