@@ -56,6 +56,23 @@ def trained(tmp_path_factory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
+def simulated_run(tmp_path_factory):
+    """Four conversations of the template agenda user with the built-in retrieval CRS."""
+    import usersimcrs as us
+
+    root = Path(__file__).resolve().parents[1]
+    return us.simulate(
+        crs="retrieval",
+        simulator={"type": "agenda", "nlu": "rules", "nlg": "template"},
+        items=str(root / "configs/data/tiny_movies.csv"),
+        ratings=str(root / "configs/data/tiny_ratings.csv"),
+        conversations=4,
+        output=tmp_path_factory.mktemp("sim") / "sim",
+        max_turns=4,
+    )
+
+
+@pytest.fixture(scope="module")
 def wider(trained, tmp_path_factory) -> Path:
     """The slice plus MORE conversations per CRS the model never saw (15 per CRS, 75 in all)."""
     folder = tmp_path_factory.mktemp("wider")
@@ -276,21 +293,11 @@ def test_scores_crsarena_dial_and_meta_eval_prints_the_ranking_against_bradley_t
     assert "| learned:dialogue_overall | system | kendall_tau_b |" in printed
 
 
-def test_scores_a_simulated_run_and_reads_the_agenda_users_acts(trained, tmp_path, capsys):
-    import usersimcrs as us
+def test_scores_a_simulated_run_and_reads_the_agenda_users_acts(trained, simulated_run, tmp_path, capsys):
     from usersimcrs.judges.learned.features import TURN_FEATURES, conversation_features
 
     _, model = trained
-    root = Path(__file__).resolve().parents[1]
-    run = us.simulate(
-        crs="retrieval",
-        simulator={"type": "agenda", "nlu": "rules", "nlg": "template"},
-        items=str(root / "configs/data/tiny_movies.csv"),
-        ratings=str(root / "configs/data/tiny_ratings.csv"),
-        conversations=4,
-        output=tmp_path / "sim",
-        max_turns=4,
-    )
+    run = simulated_run
     out = tmp_path / "sim.json"
     assert main(["evaluator", "predict", str(run.path), "--model", str(model), "-o", str(out)]) == 0
     predicted = {c.conv_id: c for c in read_run_file(out)}
@@ -533,22 +540,11 @@ def test_cv_leads_with_leave_one_crs_out_and_shows_the_baselines(trained, tmp_pa
     assert set(table["statistic"]) >= {"pearson", "within_pearson"} and table["ci_low"].notna().any()
 
 
-def test_the_report_shows_the_predicted_overall_beside_success(trained, tmp_path):
-    import usersimcrs as us
+def test_the_report_shows_the_predicted_overall_beside_success(trained, simulated_run):
     from usersimcrs.pipeline.report import report
 
     _, model = trained
-    root = Path(__file__).resolve().parents[1]
-    run = us.simulate(
-        crs="retrieval",
-        simulator={"type": "agenda", "nlu": "rules", "nlg": "template"},
-        items=str(root / "configs/data/tiny_movies.csv"),
-        ratings=str(root / "configs/data/tiny_ratings.csv"),
-        conversations=4,
-        output=tmp_path / "sim",
-        max_turns=3,
-    )
-    page = report(run.path, learned_model=model).read_text(encoding="utf-8")
+    page = report(simulated_run.path, learned_model=model).read_text(encoding="utf-8")
     assert "Learned evaluator" in page and "predicted dialogue_overall (0-4)" in page
     assert "within-CRS r" in page and "leave-one-CRS-out" in page  # its agreement, never a bare number
     section = page.split("Learned evaluator</h2>")[1].split("<h2")[0]

@@ -239,18 +239,7 @@ def conversation_stats(
         note = None
         if value is None:
             note = "needs both classes in the reference" if kind == "binary" else "needs two pairs with varying values"
-        rows.append(
-            StatRow(
-                score=name,
-                level="conversation",
-                statistic=statistic,
-                value=value,
-                ci_low=low,
-                ci_high=high,
-                n=n,
-                note=note,
-            )
-        )
+        rows.append(_conversation_row(name, statistic, value, low, high, n, note))
     if systems is not None:
         statistic, fn = (
             ("within_auc", statistics["auc"]) if kind == "binary" else ("within_spearman", statistics["spearman"])
@@ -266,19 +255,22 @@ def conversation_stats(
         else:
             value, used, low, high = None, 0, None, None
             note = NO_WITHIN if not within else "needs two pairs"
-        rows.append(
-            StatRow(
-                score=name,
-                level="conversation",
-                statistic=statistic,
-                value=value,
-                ci_low=low,
-                ci_high=high,
-                n=used,
-                note=note,
-            )
-        )
+        rows.append(_conversation_row(name, statistic, value, low, high, used, note))
     return rows
+
+
+def _conversation_row(
+    score: str,
+    statistic: str,
+    value: float | None,
+    low: float | None,
+    high: float | None,
+    n: int,
+    note: str | None,
+) -> StatRow:
+    return StatRow(
+        score=score, level="conversation", statistic=statistic, value=value, ci_low=low, ci_high=high, n=n, note=note
+    )
 
 
 def ranks_systems_only(row: StatRow) -> bool:
