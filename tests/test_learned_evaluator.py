@@ -510,6 +510,8 @@ def test_recommendations_are_compared_with_the_requested_genre_through_the_catal
 
 
 def test_a_model_whose_catalogue_is_missing_stops_in_one_line(trained, tmp_path, capsys):
+    import shutil
+
     corpus, path = trained
     data = json.loads(path.read_text())
     data["catalogue"]["path"] = str(tmp_path / "gone.csv")
@@ -522,6 +524,12 @@ def test_a_model_whose_catalogue_is_missing_stops_in_one_line(trained, tmp_path,
     assert (
         main(["evaluator", "predict", str(corpus), "--model", str(moved), "-o", str(out), "--items", str(ITEMS)]) == 0
     )
+    cell = tmp_path / "cell"
+    shutil.copytree(corpus / "cells" / "human__unicrs_redial__redial", cell)
+    capsys.readouterr()
+    assert main(["judge", str(cell), "--judge", "learned", "--model", str(moved)]) == 2
+    assert "gone.csv" in capsys.readouterr().err
+    assert main(["judge", str(cell), "--judge", "learned", "--model", str(moved), "--items", str(ITEMS)]) == 0
 
 
 def test_cv_leads_with_leave_one_crs_out_and_shows_the_baselines(trained, tmp_path, capsys):

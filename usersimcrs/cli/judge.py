@@ -102,6 +102,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--base-url", help="server URL of the backend")
     parser.add_argument("--model-path", help="GGUF file for the llamacpp backend")
+    parser.add_argument(
+        "--items", metavar="CSV", help="--judge learned: the item catalogue, when not where the model was trained"
+    )
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the LLM response cache")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=handle)
@@ -129,6 +132,7 @@ def request_from(args: argparse.Namespace):
         "model": args.model,
         "base_url": args.base_url,
         "model_path": args.model_path,
+        "items": args.items,
         "models_file": args.models,
         "prompts": args.prompts,
         "batch_aspects": args.batch_aspects,
