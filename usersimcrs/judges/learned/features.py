@@ -175,6 +175,7 @@ class Catalogue:
         self.path = path
         self.by_year: dict[int | None, dict[str, CatalogueItem]] = {}
         self.by_title: dict[str, CatalogueItem] = {}
+        self.longest: dict[int | None, int] = {}  # the most words of a title, per year
         self.size = 0
         for item in items:
             entry = CatalogueItem(
@@ -184,6 +185,7 @@ class Catalogue:
             key = normalize_title(item.title)
             self.by_year.setdefault(item.year, {}).setdefault(key, entry)
             self.by_title.setdefault(key, entry)
+            self.longest[item.year] = max(self.longest.get(item.year, 0), key.count(" ") + 1)
             self.size += 1
 
     @classmethod
@@ -202,7 +204,8 @@ class Catalogue:
             return self.by_title.get(" ".join(words))
         years = (year, year - 1, year + 1)
         tables = [t for t in (self.by_year.get(y) for y in years) if t]
-        for k in range(min(len(words), 12), 0, -1):
+        longest = max((self.longest[y] for y in years if y in self.longest), default=0)
+        for k in range(min(len(words), longest, 12), 0, -1):
             key = " ".join(words[-k:])
             for table in tables:
                 hit = table.get(key)
