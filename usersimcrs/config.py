@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import parse_yaml, read_yaml
@@ -85,6 +85,13 @@ class RunConfig(_Section):
     max_failed_share: float = Field(
         0.2, ge=0.0, le=1.0, description="`run` exits 3 when a larger share of the conversations failed"
     )
+    _overrides: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def overrides(self) -> dict[str, str]:
+        """The keys set on the command line (dotted key -> `--set key=value`): a mistake in one of them
+        (a plug-in option checked later included) is blamed on the flag, not on the file."""
+        return self._overrides
 
     def decisive(self) -> dict[str, Any]:
         """The settings that decide the conversations (output folder, display and scheduling left out)."""
@@ -124,8 +131,8 @@ def _shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def set_dotted(data: dict[str, Any], assignment: str) -> None:
-    """Apply one `--set a.b=value` override; the value is parsed as YAML (numbers, lists, ...)."""
+def set_dotted(data: dict[str, Any], assignment: str) -> str:
+    """Apply one `--set a.b=value` override (the value parsed as YAML: numbers, lists, ...); returns the key."""
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment!r}: expected key=value")
     key, raw = assignment.split("=", 1)
@@ -136,6 +143,7 @@ def set_dotted(data: dict[str, Any], assignment: str) -> None:
         if not isinstance(node, dict):
             raise ConfigError(f"--set {assignment!r}: '{part}' is not a section")
     node[parts[-1]] = parse_yaml(raw, source=f"--set {key.strip()}")
+    return ".".join(parts)
 
 
 def resolve_path(base_dir: Path, value: str | None) -> str | None:
@@ -150,9 +158,9 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> Run
     """Load, override and validate a run config; relative data paths are made absolute."""
     path = Path(path)
     data = read_yaml(path)
-    for assignment in overrides or []:
-        set_dotted(data, assignment)
-    config = validate(RunConfig, data, source=str(path))
+    flags = {set_dotted(data, assignment): f"--set {assignment.strip()}" for assignment in overrides or []}
+    config = validate(RunConfig, data, source=str(path), overrides=flags)
+    config._overrides = flags
     return absolutize(config, path.parent)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, Iterable
 
 from crs_connectors.base import HealthChecked, connector_spec
@@ -25,12 +26,19 @@ def answered(reason: str) -> bool:
     return bool(_CLIENT_ERROR.match(reason))
 
 
-async def check_crs(section: dict[str, Any], *, source: str = "config", run_seed: int = 0) -> str | None:
+async def check_crs(
+    section: dict[str, Any],
+    *,
+    source: str = "config",
+    run_seed: int = 0,
+    overrides: Mapping[str, str] | None = None,
+) -> str | None:
     """Health-check the CRS a `crs:` section describes; returns its health answer (None: no check).
 
-    Raises `UserError` with one line naming the URL when the CRS cannot be reached.
+    Raises `UserError` with one line naming the URL when the CRS cannot be reached (`overrides`: the
+    keys set with `--set`, blamed on the flag when their option is wrong).
     """
-    spec = connector_spec(section, source)
+    spec = connector_spec(section, source, overrides)
     if not callable(getattr(spec.cls, "health", None)):
         return None
     connector = spec.build(RunContext(run_seed=run_seed), record=False)  # its own short-lived HTTP client

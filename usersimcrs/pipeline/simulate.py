@@ -18,7 +18,7 @@ from usersimcrs.core.run_folder import RunFolder, load_run
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.engine import preflight
 from usersimcrs.engine.loop import run_blocking
-from usersimcrs.engine.plugins import RunPlugins
+from usersimcrs.engine.plugins import RunPlugins, plugins_from_config
 from usersimcrs.engine.runner import run_async
 from usersimcrs.runtime.context import RunContext
 
@@ -64,8 +64,10 @@ async def simulate_async(
     collection) instead of registry names and file paths (the caller turns `check_crs` off for a CRS object).
     """
     output = Path(output)
+    if plugins is None:  # every plug-in option is checked before anything is written
+        plugins = plugins_from_config(config, source)
     if check_crs:
-        await preflight.check_crs(config.crs, source=source, run_seed=config.seed)
+        await preflight.check_crs(config.crs, source=source, run_seed=config.seed, overrides=config.overrides)
     # the run, its scoring and its report read the item file once
     resources = context.resources if context is not None else SharedResources()
     summary = await run_async(
