@@ -21,11 +21,19 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+FALLBACK_HELP = (
+    "read `fallback_path` when `path` does not exist (a warning names both); without it a missing `path` "
+    "stops the command. A `--set <section>.path=...` turns it off unless `--set <section>.use_fallback=true` too"
+)
+
+
 class ItemsConfig(_Section):
-    """Where the item collection comes from; `fallback_path` is used when `path` is missing."""
+    """Where the item collection comes from: `path`, or `fallback_path` when `path` is missing and
+    `use_fallback` allows it."""
 
     path: str
     fallback_path: str | None = None
+    use_fallback: bool = Field(False, description=FALLBACK_HELP)
     id_column: str = "movieId"
     title_column: str = "title"
     mapping: dict[str, str] | None = None
@@ -34,8 +42,11 @@ class ItemsConfig(_Section):
 
 
 class RatingsConfig(_Section):
+    """Where the ratings come from (`path`, or `fallback_path` as for items)."""
+
     path: str
     fallback_path: str | None = None
+    use_fallback: bool = Field(False, description=FALLBACK_HELP)
     user_column: str = "userId"
     item_column: str = "movieId"
     rating_column: str = "rating"
@@ -95,7 +106,7 @@ class RunConfig(_Section):
 
     def decisive(self) -> dict[str, Any]:
         """The settings that decide the conversations (output folder, display and scheduling left out)."""
-        return self.model_dump(mode="json", exclude=set(NOT_HASHED))
+        return _without_unhashed(self.model_dump(mode="json", exclude=set(NOT_HASHED)))
 
     def config_hash(self) -> str:
         """A hash of what decides the conversations (output folder and progress display excluded)."""
@@ -104,12 +115,26 @@ class RunConfig(_Section):
     def changes_from(self, previous: dict[str, Any]) -> list[str]:
         """`key: old -> new` for every decisive setting that differs from `previous` (a config as the
         manifest stores it), in dotted keys; what a refused `--resume` names."""
-        before = {key: value for key, value in previous.items() if key not in NOT_HASHED}
+        before = _without_unhashed({key: value for key, value in previous.items() if key not in NOT_HASHED})
         return describe_changes(before, self.decisive())
 
 
 NOT_HASHED = ("output", "progress", "concurrency", "executor", "ray_address", "event_loop", "max_failed_share")
 """Run settings that do not change any conversation: left out of the config hash."""
+NOT_HASHED_IN_SECTIONS = {"items": ("use_fallback",), "ratings": ("use_fallback",)}
+"""Section settings left out of the hash: whether a fallback may be read (the file read is recorded in
+the manifest's `data_files`); runs made before the setting existed keep their hash."""
+
+
+def _without_unhashed(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (a config as JSON) without the section settings of NOT_HASHED_IN_SECTIONS."""
+    out = dict(data)
+    for section, keys in NOT_HASHED_IN_SECTIONS.items():
+        if isinstance(out.get(section), dict):
+            out[section] = {k: v for k, v in out[section].items() if k not in keys}
+    return out
+
+
 _ABSENT = object()
 
 
@@ -159,9 +184,22 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> Run
     path = Path(path)
     data = read_yaml(path)
     flags = {set_dotted(data, assignment): f"--set {assignment.strip()}" for assignment in overrides or []}
+    named_on_command_line(data, flags)
     config = validate(RunConfig, data, source=str(path), overrides=flags)
     config._overrides = flags
     return absolutize(config, path.parent)
+
+
+DATA_SECTIONS = ("items", "ratings")
+
+
+def named_on_command_line(data: dict[str, Any], flags: dict[str, str]) -> None:
+    """A data file named with `--set items.path=...` is the file meant: the config's fallback does not
+    stand in for it (a typo there would silently read other data) unless `--set items.use_fallback=true`."""
+    for section in DATA_SECTIONS:
+        node = data.get(section)
+        if f"{section}.path" in flags and f"{section}.use_fallback" not in flags and isinstance(node, dict):
+            node["use_fallback"] = False
 
 
 JSON_PATH_KEYS = frozenset({"text_path", "items_path", "custom_items_path"})

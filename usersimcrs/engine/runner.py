@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncGenerator, Iterable, Iterator
 
-from usersimcrs.config import RunConfig
+from usersimcrs.config import ItemsConfig, RatingsConfig, RunConfig
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.manifest import environment
@@ -63,12 +63,12 @@ class RunSummary:
 
 
 def load_items(config: RunConfig, resources: SharedResources | None = None) -> ItemCollection | None:
-    """The run's item collection, from `items.path` or, when that is missing, `items.fallback_path`;
-    read once per command when `resources` (the command's) is given."""
+    """The run's item collection, from `items.path` or, when that is missing and `items.use_fallback`
+    allows it, `items.fallback_path`; read once per command when `resources` (the command's) is given."""
     section = config.items
     if section is None:
         return None
-    path = _existing(section.path, section.fallback_path, "items")
+    path = data_file(section, "items")["path"]
     return (resources if resources is not None else SharedResources()).items(
         path,
         id_column=section.id_column,
@@ -83,7 +83,7 @@ def load_ratings(config: RunConfig) -> Ratings | None:
     section = config.ratings
     if section is None:
         return None
-    path = _existing(section.path, section.fallback_path, "ratings")
+    path = data_file(section, "ratings")["path"]
     return Ratings.from_csv(
         path,
         user_column=section.user_column,
@@ -93,33 +93,51 @@ def load_ratings(config: RunConfig) -> Ratings | None:
     )
 
 
-def _existing(path: str, fallback: str | None, key: str) -> str:
-    return data_file(path, fallback, key)["path"]
-
-
-def data_file(path: str, fallback: str | None, key: str) -> dict[str, str]:
-    """The file a data section uses: `{path, used: "path" | "fallback_path"}` (`path` when it exists,
-    else `fallback_path`, with the `missing` primary named); a `ConfigError` naming both when neither exists."""
-    if Path(path).exists():
-        return {"path": path, "used": "path"}
-    if fallback and Path(fallback).exists():
-        return {"path": fallback, "used": "fallback_path", "missing": path}
-    raise ConfigError(f"{key}.path: file not found: {path}" + (f" (nor fallback {fallback})" if fallback else ""))
+def data_file(section: ItemsConfig | RatingsConfig, key: str) -> dict[str, str]:
+    """The file a data section uses: `{path, used: "path" | "fallback_path"}` (`path` when it exists, else
+    `fallback_path` when `use_fallback` allows it, with the `missing` primary named); otherwise a
+    `ConfigError` naming the key and the path (and the fallback, and how to allow it)."""
+    if Path(section.path).exists():
+        return {"path": section.path, "used": "path"}
+    fallback = section.fallback_path
+    if fallback and section.use_fallback and Path(fallback).exists():
+        return {"path": fallback, "used": "fallback_path", "missing": section.path}
+    hint = ""
+    if fallback and not section.use_fallback:
+        hint = f" ({key}.fallback_path {fallback} is read instead only with {key}.use_fallback: true)"
+    elif fallback:
+        hint = f" (nor fallback {fallback})"
+    raise ConfigError(f"{key}.path: file not found: {section.path}{hint}")
 
 
 def data_files(config: RunConfig) -> dict[str, dict[str, str]]:
     """Which file each data section of `config` uses (items, ratings), for the manifest and the console;
-    `used: "none"` when neither exists (the run was given its data as Python objects)."""
+    `used: "none"` when no file can be used (the run was given its data as Python objects)."""
     sections = {"items": config.items, "ratings": config.ratings}
     out = {}
     for key, section in sections.items():
         if section is None:
             continue
         try:
-            out[key] = data_file(section.path, section.fallback_path, key)
+            out[key] = data_file(section, key)
         except ConfigError:
             out[key] = {"path": section.path, "used": "none"}
     return out
+
+
+def fallback_warnings(files: dict[str, dict[str, str]]) -> list[str]:
+    """One line per data section that reads another file than the one named (its fallback), and one more
+    when only some sections fell back (the fallback items beside the named ratings may not match)."""
+    fell_back = [key for key, found in files.items() if found.get("used") == "fallback_path"]
+    lines = [
+        f"{key}: {files[key].get('missing')} does not exist; reading {key}.fallback_path {files[key]['path']} "
+        f"instead ({key}.use_fallback: true)"
+        for key in fell_back
+    ]
+    named = [key for key, found in files.items() if found.get("used") == "path"]
+    if fell_back and named:
+        lines.append(f"{' and '.join(fell_back)} from the fallback but {' and '.join(named)} from the named file")
+    return lines
 
 
 def build_context(

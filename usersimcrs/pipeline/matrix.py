@@ -7,6 +7,7 @@ so a misspelled judge spec is one line at the start instead of a failure after h
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -29,10 +30,13 @@ from usersimcrs.engine.matrix import (
 )
 from usersimcrs.engine.plugins import plugins_from_config
 from usersimcrs.engine.preflight import check_distinct
+from usersimcrs.engine.runner import data_files, fallback_warnings
 from usersimcrs.errors import ConfigError, UserError
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.pipeline.judge import JudgeRequest, build_judge, judge_async
 from usersimcrs.pipeline.score import score
+
+log = logging.getLogger("usersimcrs.data")
 
 
 class MatrixConfig(MatrixDesign):
@@ -97,8 +101,11 @@ async def _run_matrix_locked(
     output_dir = matrix.path
     resources = SharedResources()  # the cells, their scoring and the report read each item file once
     cells = plan_matrix(config, output_dir, source)
+    to_run = [cell for cell in cells if not is_complete(cell)]
+    for line in dict.fromkeys(line for cell in to_run for line in fallback_warnings(data_files(cell.config))):
+        log.warning(line)  # once per data file, not once per cell
     # an unreachable CRS stops the matrix with one line before any cell runs
-    await check_distinct([(cell.config.crs, cell.name) for cell in cells if not is_complete(cell)])
+    await check_distinct([(cell.config.crs, cell.name) for cell in to_run])
     judges = [spec.model_dump(exclude_defaults=True) for spec in config.judges]
     summary = MatrixSummary(output_dir=output_dir)
     started = time.perf_counter()

@@ -7,6 +7,7 @@ failed share exceeds `max_failed_share` is fully written and flagged (`exceeds_f
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.engine import preflight
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.plugins import RunPlugins, plugins_from_config
-from usersimcrs.engine.runner import run_async
+from usersimcrs.engine.runner import data_files, fallback_warnings, run_async
 from usersimcrs.runtime.context import RunContext
+
+log = logging.getLogger("usersimcrs.data")
 
 
 class SimulationResult(BaseModel):
@@ -66,6 +69,9 @@ async def simulate_async(
     output = Path(output)
     if plugins is None:  # every plug-in option is checked before anything is written
         plugins = plugins_from_config(config, source)
+    if context is None:  # the data files the config names (a context given by the API brings its own)
+        for line in fallback_warnings(data_files(config)):
+            log.warning(line)
     if check_crs:
         await preflight.check_crs(config.crs, source=source, run_seed=config.seed, overrides=config.overrides)
     # the run, its scoring and its report read the item file once
