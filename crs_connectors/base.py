@@ -48,6 +48,11 @@ class ConnectorConfig(BaseModel):
     type: str
     record_to: str | None = Field(None, description="append every exchange to this JSONL file (see `replay`)")
 
+    def llm_components(self) -> list[str]:
+        """The LLM components this connector calls (`context.llm(name)`), whose servers a command checks
+        before its first conversation; a connector to a CRS elsewhere calls none."""
+        return []
+
 
 class CRSConnector(ABC):
     """A black-box CRS as the simulator sees it."""

@@ -43,6 +43,15 @@ def plugins_from_config(config: RunConfig, source: str = "config") -> RunPlugins
     )
 
 
+def llm_components(config: RunConfig, source: str = "config") -> list[str]:
+    """The LLM components the run's simulator and CRS call, as their option models declare
+    (`llm_components()`; a plug-in model without it calls none)."""
+    _, simulator_config = _resolve(simulators, config.simulator, "simulator", source, config.overrides)
+    crs_config = connector_spec(config.crs, source, config.overrides).config
+    declared: list[list[str]] = [getattr(o, "llm_components", list)() for o in (simulator_config, crs_config)]
+    return list(dict.fromkeys(component for components in declared for component in components))
+
+
 def simulator_factory(
     section: dict[str, Any], source: str = "config", overrides: Mapping[str, str] | None = None
 ) -> SimulatorFactory:

@@ -1,7 +1,7 @@
 """Simulate: preflight the CRS, run (or resume) the conversations, summarise what failed and why.
 
 `simulate_async` / `simulate` are what `usersimcrs run` calls; the CLI only parses and prints.
-A CRS that cannot be reached raises `UserError` before any conversation is written; a run whose
+A CRS or an LLM server that cannot be reached raises `UserError` before any conversation is written; a run whose
 failed share exceeds `max_failed_share` is fully written and flagged (`exceeds_failed_share`).
 """
 
@@ -56,12 +56,14 @@ async def simulate_async(
     overwrite: bool = False,
     keep_failed: bool = False,
     check_crs: bool = True,
+    check_llms: bool = True,
     source: str = "config",
     plugins: RunPlugins | None = None,
     context: RunContext | None = None,
     report: bool = False,
 ) -> SimulationResult:
-    """Preflight the CRS (unless `check_crs` is False), run into `output`, summarise failures.
+    """Preflight the CRS and the LLM servers the run calls (unless `check_crs` / `check_llms` is False),
+    run into `output`, summarise failures.
 
     `plugins` and `context` let the public API pass Python objects (a CRS instance, an item
     collection) instead of registry names and file paths (the caller turns `check_crs` off for a CRS object).
@@ -74,6 +76,8 @@ async def simulate_async(
             log.warning(line)
     if check_crs:
         await preflight.check_crs(config.crs, source=source, run_seed=config.seed, overrides=config.overrides)
+    if check_llms:
+        await preflight.check_llms(config, source=source)
     # the run, its scoring and its report read the item file once
     resources = context.resources if context is not None else SharedResources()
     summary = await run_async(
