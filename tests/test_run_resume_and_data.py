@@ -3,6 +3,7 @@ used (the primary or the fallback), and the quickstart says it before it starts.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -63,8 +64,20 @@ def test_the_manifest_records_whether_the_primary_file_or_its_fallback_was_used(
     fallback = write_config(primary, path=str(missing), fallback_path=str(DATA / "tiny_movies.csv"), use_fallback=True)
     assert main(["run", str(fallback), "-o", str(tmp_path / "fallback")]) == 0
     files = json.loads((tmp_path / "fallback" / "manifest.json").read_text())["data_files"]
-    assert files["items"] == {"path": str(DATA / "tiny_movies.csv"), "used": "fallback_path", "missing": str(missing)}
-    assert files["ratings"] == {"path": str(DATA / "tiny_ratings.csv"), "used": "path"}
+    digest = {
+        name: hashlib.sha256((DATA / name).read_bytes()).hexdigest() for name in ("tiny_movies.csv", "tiny_ratings.csv")
+    }
+    assert files["items"] == {
+        "path": str(DATA / "tiny_movies.csv"),
+        "used": "fallback_path",
+        "missing": str(missing),
+        "sha256": digest["tiny_movies.csv"],  # the content read, which each Ray task checks its own against
+    }
+    assert files["ratings"] == {
+        "path": str(DATA / "tiny_ratings.csv"),
+        "used": "path",
+        "sha256": digest["tiny_ratings.csv"],
+    }
 
 
 def test_the_quickstart_says_which_data_it_uses(tmp_path):
