@@ -12,6 +12,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from usersimcrs.cli import main
@@ -116,37 +117,26 @@ def test_judge_stops_before_its_first_call(tmp_path, capsys):
     assert not (run_dir / "judgments.jsonl").exists()
 
 
-def test_matrix_stops_before_its_first_cell(tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("simulator", "judges", "user"),
+    [
+        ({"name": "llm", "type": "llm_single"}, [], "simulator)"),  # a cell's simulator
+        ({"name": "agenda", "type": "agenda"}, [{"judge": "quality"}], "judge."),  # the judges, run after the cells
+    ],
+)
+def test_matrix_stops_before_its_first_cell(tmp_path, capsys, simulator, judges, user):
     matrix = {
         "name": "pre",
         "base": yaml.safe_load(run_config(tmp_path, DEAD).read_text()),
-        "simulators": [{"name": "llm", "type": "llm_single"}],
+        "simulators": [simulator],
         "crs": [{"name": "pop", "type": "popularity"}],
+        "judges": judges,
     }
     path = tmp_path / "matrix.yaml"
     path.write_text(yaml.safe_dump(matrix), encoding="utf-8")
     assert main(["matrix", str(path), "-o", str(tmp_path / "m"), "--no-progress"]) == 2
-    assert (
-        "error: LLM server http://127.0.0.1:9/v1/models (openai:test-model, used by simulator)"
-        in capsys.readouterr().err
-    )
-    assert not (tmp_path / "m" / "cells").exists()
-
-
-def test_matrix_checks_its_judges_before_its_first_cell(tmp_path, capsys):
-    matrix = {
-        "name": "pre",
-        "base": yaml.safe_load(run_config(tmp_path, DEAD).read_text()),
-        "simulators": [{"name": "agenda", "type": "agenda"}],
-        "crs": [{"name": "pop", "type": "popularity"}],
-        "judges": [{"judge": "quality"}],
-    }
-    path = tmp_path / "matrix.yaml"
-    path.write_text(yaml.safe_dump(matrix), encoding="utf-8")
-    assert main(["matrix", str(path), "-o", str(tmp_path / "m"), "--no-progress"]) == 2
-    assert (
-        "error: LLM server http://127.0.0.1:9/v1/models (openai:test-model, used by judge." in capsys.readouterr().err
-    )
+    err = capsys.readouterr().err
+    assert f"error: LLM server http://127.0.0.1:9/v1/models (openai:test-model, used by {user}" in err
     assert not (tmp_path / "m" / "cells").exists()
 
 
