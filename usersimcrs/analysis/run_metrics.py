@@ -92,12 +92,13 @@ def without_excluded_values(conversations: pd.DataFrame, metrics: list[str]) -> 
 
 
 def stale_metrics(folder: RunFolder) -> bool:
-    """Whether the metric tables are missing or were written before the gate split CRS failures from exclusions."""
+    """Whether the metric tables are missing or were written before the gate split CRS failures from exclusions
+    (or before the error flags were named `error`, `crs_error`, ...)."""
     if not folder.has_metrics():
         return True
     with folder.metrics_paths[0].open(encoding="utf-8") as handle:
         header = handle.readline().rstrip("\n").split(",")
-    return "excluded" not in header
+    return "excluded" not in header or "crs_error" not in header
 
 
 def write_metrics(run_dir: str | Path | RunFolder, result: RunMetrics) -> list[Path]:

@@ -68,14 +68,14 @@ def _rate(value: float, flag: str) -> float:
 
 def print_scores(scores: Scores) -> None:
     """The run's headline metrics with n, on all and on valid conversations, the flags and statuses."""
-    from usersimcrs.metrics.validity import flag_counts, subset_masks
+    from usersimcrs.metrics.validity import crs_failure_text, flag_counts, subset_masks
 
     table = scores.conversations
     masks = subset_masks(table)
     excluded = table.loc[~masks["all"], "exclusion"].value_counts() if "exclusion" in table else {}
     print(
-        f"{scores.run.path}: {len(table)} conversations, failed {_share(scores.rates['failed'])}, "
-        f"CRS failures {_share(scores.rates.get('crs_failure'))} (counted), "
+        f"{scores.run.path}: {len(table)} conversations, errors {_share(scores.rates['error'])} (any side), "
+        f"CRS failures {_share(scores.rates.get('crs_failure'))} ({crs_failure_text(table)}; counted against it), "
         f"excluded {int((~masks['all']).sum())}"
         + (" (" + ", ".join(f"{reason} {int(n)}" for reason, n in excluded.items()) + ")" if len(excluded) else "")
         + f", valid {_share(scores.rates['valid'])}"

@@ -31,9 +31,10 @@ from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import load_run
 from usersimcrs.core.shared_resources import SharedResources
+from usersimcrs.core.wording import plural
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.metrics.item_resolution import is_item_metric
-from usersimcrs.metrics.validity import is_set, subset_masks
+from usersimcrs.metrics.validity import crs_failure_breakdown, is_set, subset_masks
 from usersimcrs.report import plots
 from usersimcrs.report.evaluators import EVALUATORS, HumanAgreement, evaluator_table
 from usersimcrs.report.html import Report
@@ -92,8 +93,6 @@ def cells_table(table: pd.DataFrame) -> pd.DataFrame:
         _counted=masks["all"],
         _valid=masks["valid"],
         _crs=is_set(table["crs_failure"]) if "crs_failure" in table else False,
-        _loop=is_set(table["repetition_loop"]) if "repetition_loop" in table else False,
-        _crs_failed=is_set(table["crs_failed"]) if "crs_failed" in table else False,
     )
     rows = []
     for (dataset, simulator, crs), part in data.groupby(["dataset", "simulator", "crs"]):
@@ -107,8 +106,7 @@ def cells_table(table: pd.DataFrame) -> pd.DataFrame:
                 "conversations": len(part),
                 "counted (all)": counted,
                 "CRS failures": int(part["_crs"].sum()),
-                "of them failed": int(part["_crs_failed"].sum()),
-                "of them loops": int(part["_loop"].sum()),
+                **{f"of them {plural(kind)}": n for kind, n in crs_failure_breakdown(part).items()},
                 "excluded": len(part) - counted,
                 "excluded because": ", ".join(f"{r} ({int(n)})" for r, n in reasons.items()),
                 "valid": int(part["_valid"].sum()),

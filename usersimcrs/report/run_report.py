@@ -13,7 +13,7 @@ from usersimcrs.core.generation import user_turn_kinds
 from usersimcrs.core.run_folder import Run, load_run
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.metrics.item_resolution import is_item_metric
-from usersimcrs.metrics.validity import is_set, subset_masks
+from usersimcrs.metrics.validity import crs_failure_text, is_set, subset_masks
 from usersimcrs.report.evaluators import EVALUATORS, HumanAgreement, evaluator_table
 from usersimcrs.report.html import Report
 from usersimcrs.report.sections import (
@@ -50,9 +50,12 @@ def overview_table(data: Run, conversations: pd.DataFrame) -> pd.DataFrame:
         ("simulator", data.simulator or "–"),
         ("CRS", data.crs or "–"),
         ("conversations", len(conversations)),
-        ("failed", int((conversations["status"] == "failed").sum()) if "status" in conversations else 0),
+        ("errors (any side)", _count(conversations, "error")),
         ("counted ('all': the CRS took part)", int(masks["all"].sum())),
-        ("CRS failures (counted against it)", _count(conversations, "crs_failure")),
+        (
+            "CRS failures (counted against it)",
+            f"{_count(conversations, 'crs_failure')} ({crs_failure_text(conversations)})",
+        ),
         ("excluded (simulator or toolkit broke it)", int((~masks["all"]).sum())),
         ("valid (sensitivity subset)", int(masks["valid"].sum())),
         ("max turns", config.get("max_turns", "–")),
