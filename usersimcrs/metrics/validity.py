@@ -191,6 +191,30 @@ def user_turn_flags(dialogue: Dialogue) -> dict[str, bool | None]:
     return {"user_fallback": kinds["fallback"] > 0, "user_repaired": kinds["repaired"] > 0}
 
 
+TURN_COUNTS = ("user_turns_canned", "user_turns_labelled")
+"""Per-conversation columns: the LLM user's canned (fallback) turns and its turns with a generation label."""
+
+
+def user_turn_counts(dialogue: Dialogue) -> dict[str, int | None]:
+    """`user_turns_canned` and `user_turns_labelled` of one conversation; None for rule-based users (no labels)."""
+    kinds = user_turn_kinds(dialogue.utterances)
+    if not kinds["labelled"]:
+        return dict.fromkeys(TURN_COUNTS)
+    return {"user_turns_canned": kinds["fallback"], "user_turns_labelled": kinds["labelled"]}
+
+
+def canned_share(table: pd.DataFrame, metric: str | None = None) -> float | None:
+    """Share of the LLM user's turns that were canned, over the rows where `metric` has a value (every row
+    when None or not a column); None when no user turn is labelled (rule-based users, older tables)."""
+    if not set(TURN_COUNTS) <= set(table.columns):
+        return None
+    rows = table[table[metric].notna()] if metric is not None and metric in table else table
+    labelled = pd.to_numeric(rows["user_turns_labelled"], errors="coerce").sum()
+    if not labelled:
+        return None
+    return float(pd.to_numeric(rows["user_turns_canned"], errors="coerce").sum() / labelled)
+
+
 def _too_short(d: Dialogue, ctx: FlagContext) -> bool:
     return len(d.utterances) < ctx.options.min_utterances or len(d.agent_turns) < ctx.options.min_system_turns
 
@@ -384,9 +408,11 @@ def flag_conversations(
             row[check.spec.name] = check.check(d, ctx)
         row["failure_side"] = failure_side(d)
         row["leaked"] = "; ".join(leakage_flag(d, simulator, options)[1])
+        row.update(user_turn_counts(d))
         row.update(derived_columns(row, options))
         rows.append(row)
-    columns = ["conversation_id", *FLAGS, "failure_side", "leaked", "crs_failure", "excluded", "exclusion", "valid"]
+    columns = ["conversation_id", *FLAGS, "failure_side", "leaked", *TURN_COUNTS, "crs_failure", "excluded"]
+    columns += ["exclusion", "valid"]
     table = pd.DataFrame(rows, columns=columns)
     return table.astype({flag: object for flag in FLAGS})
 

@@ -28,13 +28,14 @@ from usersimcrs.analysis.compare import (
 from usersimcrs.analysis.ranking import agreement_matrix
 from usersimcrs.analysis.summary import item_coverage
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.generation import canned_mark
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import load_run
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.wording import plural
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.metrics.item_resolution import is_item_metric
-from usersimcrs.metrics.validity import crs_failure_breakdown, is_set, subset_masks
+from usersimcrs.metrics.validity import canned_share, crs_failure_breakdown, is_set, subset_masks
 from usersimcrs.report import plots
 from usersimcrs.report.evaluators import EVALUATORS, HumanAgreement, evaluator_table
 from usersimcrs.report.html import Report
@@ -115,19 +116,38 @@ def cells_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _mean_label(mean: float, n: int, unresolved: float | None = None) -> str:
-    """'0.600 (n=20)', '– (n=0)'; an item metric over mostly unresolved items says so."""
+def _mean_label(mean: float, n: int, unresolved: float | None = None, canned: float | None = None) -> str:
+    """'0.600 (n=20)', '– (n=0)'; an item metric over mostly unresolved items, and a value over mostly canned
+    user turns, say so."""
     value = "–" if pd.isna(mean) else f"{mean:.3f}"
     mark = ""
     if unresolved is not None and not pd.isna(unresolved) and unresolved >= MOSTLY_UNRESOLVED:
         mark = f" ⚠ {unresolved:.0%} items unresolved"
-    return f"{value} (n={int(n)}){mark}"
+    return f"{value} (n={int(n)}){mark}{canned_mark(canned)}"
 
 
 def _rank_label(rank: float, note: str) -> str:
     """'1', '2.5', '–' for no value, with the note in brackets: '1 (n<10; CI overlaps next)'."""
     value = "–" if pd.isna(rank) else (str(int(rank)) if float(rank).is_integer() else f"{rank:g}")
     return f"{value} ({note})" if note else value
+
+
+def _counted_by_cell(table: pd.DataFrame | None) -> dict[tuple[str, str, str], pd.DataFrame]:
+    """The conversations of each (dataset, simulator, crs) cell counted in 'all'."""
+    if table is None or table.empty:
+        return {}
+    counted = table[subset_masks(table)["all"]]
+    return {key: part for key, part in counted.groupby(["dataset", "simulator", "crs"])}
+
+
+def canned_cells(table: pd.DataFrame) -> list[tuple[str, float]]:
+    """('simulator · crs', share) of the cells where most of the LLM user's turns were canned fallbacks."""
+    out = []
+    for (dataset, simulator, crs), part in _counted_by_cell(table).items():
+        share = canned_share(part)
+        if share is not None and canned_mark(share):
+            out.append((f"{simulator} · {crs}" + (f" · {dataset}" if table["dataset"].nunique() > 1 else ""), share))
+    return out
 
 
 def _coverage_by_cell(table: pd.DataFrame | None) -> pd.DataFrame:
@@ -149,12 +169,16 @@ def wide_means(comparison: Comparison, table: pd.DataFrame | None = None) -> pd.
         return pd.DataFrame(columns=["dataset", "simulator", "crs"])
     coverage = _coverage_by_cell(table)
     share = {(r["dataset"], r["simulator"], r["crs"]): r["unresolved_share"] for r in coverage.to_dict("records")}
+    counted = _counted_by_cell(table)
     labels = means.assign(
         label=[
             _mean_label(
                 r["mean"],
                 r["n"],
                 share.get((r["dataset"], r["simulator"], r["crs"])) if is_item_metric(r["metric"]) else None,
+                canned_share(part, r["metric"])
+                if (part := counted.get((r["dataset"], r["simulator"], r["crs"]))) is not None
+                else None,
             )
             for r in means.to_dict("records")
         ]
@@ -621,6 +645,15 @@ def _write_matrix_report(
         f"{_count(table['dataset'].nunique(), 'dataset')} · {_count(len(table), 'conversation')}, {excluded} "
         "excluded (broken by the simulator or the toolkit)",
     )
+    canned = canned_cells(table)
+    if canned:  # before anything else: those cells' figures measure answers to canned lines
+        report.text(
+            "Warning: most of the LLM user's turns were canned fallbacks, not the model's words, in "
+            + ", ".join(f"{cell} ({share:.0%})" for cell, share in canned)
+            + ": their figures measure the CRS's answers to canned lines (marked 'canned'); use a more capable "
+            "model, or simulator.on_unusable: fail to fail such conversations instead.",
+            note=True,
+        )
     styles = plots.series_styles(table["crs"].unique())
     add_ranking(report, comparison, sensitivity=sensitivity, styles=styles, human_agreement=human_agreement)
     add_metrics(report, comparison, table, human_agreement)
