@@ -183,6 +183,19 @@ def test_a_conversation_that_never_happened_has_no_reward_length_or_satisfaction
     assert row["items_shown"] == 0
 
 
+def test_a_one_utterance_conversation_has_its_length():
+    """Issue 33: a conversation of one utterance has 1 utterance and 0 or 1 turns, not a missing value."""
+    user_only = Dialogue(conversation_id="u", end_reason="user_stop")
+    user_only.add(Utterance(participant="USER", text="hi"))
+    agent_only = Dialogue(conversation_id="a", end_reason="user_stop")
+    agent_only.add(Utterance(participant="AGENT", text="Hello! What would you like to watch?"))
+    table = compute_metrics([user_only, agent_only], MetricOptions(satisfaction=False)).conversations
+    rows = table.set_index("conversation_id")
+    assert (rows.loc["u", "utterances"], rows.loc["u", "turns"], rows.loc["u", "user_turns"]) == (1, 0, 1)
+    assert (rows.loc["a", "utterances"], rows.loc["a", "turns"], rows.loc["a", "user_turns"]) == (1, 1, 0)
+    assert rows.loc["u", "exchanges"] == 0 and pd.isna(rows.loc["u", "reward"])  # only its length is measured
+
+
 def test_the_engine_records_which_side_broke_a_conversation(tmp_path):
     """A CRS that raises, a user that raises, a CRS that answers nothing: each lands on its side."""
     import usersimcrs as us
