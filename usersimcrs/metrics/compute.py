@@ -60,6 +60,9 @@ def compute_metrics(
     rows = []
     turn_rows = []
     broken: list[dict[str, object]] = []
+    # per-turn curves end at the last turn any conversation reached: a configured horizon past it (the
+    # demo's 6 for a simulator with max_turns 3) would draw coverage carried over turns nobody had
+    reached = max((len(d.agent_turns) for d in dialogues), default=0)
     for dialogue in dialogues:
         row: dict[str, object] = {
             "conversation_id": dialogue.conversation_id,
@@ -80,7 +83,7 @@ def compute_metrics(
             for metric, curve in family.per_turn(dialogue, ctx).items():
                 if not took_place and not kept(metric):
                     continue
-                for turn, value in enumerate(curve, start=1):
+                for turn, value in enumerate(curve[:reached], start=1):
                     if value is not None:
                         turn_rows.append(
                             {

@@ -32,7 +32,7 @@ from usersimcrs.core.generation import canned_mark
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import load_run
 from usersimcrs.core.shared_resources import SharedResources
-from usersimcrs.core.wording import plural
+from usersimcrs.core.wording import count_of, plural
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.metrics.item_resolution import is_item_metric
 from usersimcrs.metrics.validity import canned_share, crs_failure_breakdown, is_set, subset_masks
@@ -47,7 +47,7 @@ from usersimcrs.report.sections import (
     failure_reasons,
     transcript_table,
 )
-from usersimcrs.report.tables import write_table
+from usersimcrs.report.tables import p_value_text, write_table
 
 MOSTLY_UNRESOLVED = 0.5  # an item metric over a cell where at least this share of items is unresolved is marked
 SUBSET_TEXT = {
@@ -304,7 +304,7 @@ def ranking_table(comparison: Comparison, metric: str, sensitivity: Comparison |
                 "CRS failures": f"{failures} of {counted}" + (f" ({failures / counted:.0%})" if counted else ""),
                 "valid only": "–" if pd.isna(v_mean) else f"{v_mean:.3f} (n={int(v_n)})",
                 "note": r["note"] or "",
-                "vs next (Holm p)": "–" if p is None else (f"{p:.3f}" + (" *" if p < 0.05 else "")),
+                "vs next (Holm p)": "–" if p is None else (p_value_text(p) + (" *" if p < 0.05 else "")),
             }
         )
     columns = [
@@ -368,7 +368,9 @@ def verdict_lines(comparison: Comparison, metric: str, dataset: str, *, agreemen
             for r in sig.to_dict("records"):
                 a_better = (r["mean_difference"] > 0) == higher
                 better, worse = (r["crs_a"], r["crs_b"]) if a_better else (r["crs_b"], r["crs_a"])
-                pairs.append(f"{better} > {worse} (Δ {abs(r['mean_difference']):.3f}, Holm p {r['p_holm']:.3f})")
+                pairs.append(
+                    f"{better} > {worse} (Δ {abs(r['mean_difference']):.3f}, Holm p {p_value_text(r['p_holm'])})"
+                )
             text += "; significant: " + ", ".join(pairs) + "."
         lines.append(text)
     return lines + (agreement_lines(comparison, metric, dataset) if agreement else [])
@@ -439,14 +441,14 @@ def add_ranking(
                 & (comparison.means["simulator"] == simulator)
                 & (comparison.means["metric"] == shown)
             ].sort_values("mean", ascending=shown in LOWER_IS_BETTER, na_position="last")
-            failures = [
-                f", {int(f)} CRS failures" if f else "" for f in rows["crs_failures"].fillna(0).astype(int).tolist()
-            ]
             name = f"{simulator} · {dataset}" + (f"\n{shown} ({metric} not measured)" if shown != metric else "")
             if shown != metric:
                 fallbacks.append((simulator, shown))
             panels[name] = rows.assign(
-                label=[f"{c} (n={int(n)}{f})" for c, n, f in zip(rows["crs"], rows["n"], failures)],
+                label=[
+                    ranking_label(c, int(n), int(f))
+                    for c, n, f in zip(rows["crs"], rows["n"], rows["crs_failures"].fillna(0))
+                ],
                 sensitivity=[valid.get((dataset, shown, simulator, c), np.nan) for c in rows["crs"]],
             )
             xlabels[name] = f"mean {shown}" + _scale_suffix(shown)
@@ -479,6 +481,11 @@ def add_ranking(
         "own failed, looping or empty conversations (counted in the mean); valid only = the sensitivity check; "
         "a note marks a rank that is not evidence (n<10 or overlapping CIs); * = Holm-adjusted p < 0.05.",
     )
+
+
+def ranking_label(crs: str, n: int, failures: int) -> str:
+    """A CRS's label in the ranking plot: 'llm_crs (n=12, 1 CRS failure)', 'popularity (n=12)'."""
+    return f"{crs} (n={n}" + (f", {count_of(failures, 'CRS failure')}" if failures else "") + ")"
 
 
 def _scale_suffix(metric: str) -> str:
@@ -641,8 +648,8 @@ def _write_matrix_report(
     excluded = int((~masks["all"]).sum())
     report = Report(
         title=f"Matrix report: {matrix_dir.name}",
-        subtitle=f"{_count(table['simulator'].nunique(), 'simulator')} × {_count(table['crs'].nunique(), 'CRS')} × "
-        f"{_count(table['dataset'].nunique(), 'dataset')} · {_count(len(table), 'conversation')}, {excluded} "
+        subtitle=f"{count_of(table['simulator'].nunique(), 'simulator')} × {count_of(table['crs'].nunique(), 'CRS')} × "
+        f"{count_of(table['dataset'].nunique(), 'dataset')} · {count_of(len(table), 'conversation')}, {excluded} "
         "excluded (broken by the simulator or the toolkit)",
     )
     canned = canned_cells(table)
@@ -705,10 +712,6 @@ def _write_matrix_report(
     )
     add_cell_transcripts(report, dialogues, table)
     return report.write(folder.report_dir, page=folder.report_page)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _headline_curves(by_turn: pd.DataFrame) -> pd.DataFrame:
