@@ -55,7 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--human",
         choices=["auto", "votes", "labels"],
         default="auto",
-        help="human system ranking from votes (auto: when there are any) or from the labels",
+        help="human system ranking from votes (auto: when there are any) or from the labels; with votes, a run or "
+        "matrix without per-conversation references (e.g. simulated) is compared at the system level only",
     )
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
@@ -146,8 +147,7 @@ def _scores(args: argparse.Namespace, output: str) -> int:
         dedupe=args.dedupe,
     )
     print(
-        f"reference '{result.reference_key}' ({result.reference_kind}) on {result.n_labelled} of "
-        f"{result.n_conversations} conversations; human ranking from {result.human_source}; "
+        f"{result.reference_line()}; human ranking from {result.human_source}; "
         f"CIs: {result.ci_method}, {result.resamples} resamples, seed {result.seed}"
     )
     print(left_out_line(result.left_out) or "left out: none (every conversation completed)")

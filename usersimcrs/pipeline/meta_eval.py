@@ -44,7 +44,9 @@ from usersimcrs.errors import DataError, UserError
 from usersimcrs.pipeline.sources import RunSource, load_sources
 
 
-def _reference_value(dialogue_metadata: dict[str, Any], key: str) -> float | None:
+def _reference_value(dialogue_metadata: dict[str, Any], key: str | None) -> float | None:
+    if key is None:
+        return None
     reference = dialogue_metadata.get("reference")
     if not isinstance(reference, dict):
         return None
@@ -80,7 +82,8 @@ def choose_reference_key(available: Sequence[str], requested: str | None) -> str
     if not available:
         raise DataError(
             "no human reference on the conversations (metadata.reference) and no --reference file; "
-            "convert a human corpus (e.g. `usersimcrs convert crsarena-dial`) or pass --reference CSV"
+            "convert a human corpus (e.g. `usersimcrs convert crsarena-dial`), pass --reference CSV, or "
+            "give pairwise votes (--votes FILE) to compare the systems' ranking only"
         )
     raise DataError(f"several references ({', '.join(available)}); choose one with --reference-key")
 
@@ -88,7 +91,7 @@ def choose_reference_key(available: Sequence[str], requested: str | None) -> str
 def _conversation_table(
     sources: Sequence[RunSource],
     scores: Sequence[str],
-    reference_key: str,
+    reference_key: str | None,
     outside: list[dict[str, Any]],
     reference_csv: pd.DataFrame | None,
     left_out: list[LeftOut],
@@ -164,10 +167,16 @@ def _system_rows(
 
 
 def _global_notes(
-    rows: list[StatRow], table: pd.DataFrame, ranking: BattleRanking | None, n_labelled: int
+    rows: list[StatRow], table: pd.DataFrame, ranking: BattleRanking | None, n_labelled: int | None
 ) -> list[str]:
+    """Caveats of the whole result; `n_labelled` None: no per-conversation reference (system level only)."""
     notes = []
-    if n_labelled < 30:
+    if n_labelled is None:
+        notes.append(
+            "conversation level not checked: the conversations carry no per-conversation reference "
+            "(metadata.reference, or --reference CSV); only the systems' ranking is compared with the votes"
+        )
+    elif n_labelled < 30:
         notes.append(
             f"only {n_labelled} labelled conversations: conversation-level CIs are wide; "
             "treat every figure here as a rough indication, not evidence"
@@ -227,7 +236,15 @@ def meta_eval(
     sources = load_sources(path, dedupe=dedupe)
     ref_table = read_reference(reference_csv) if reference_csv else None
     available = sorted(set(ref_table["name"])) if ref_table is not None else _reference_keys(sources)
-    key = choose_reference_key(available, reference_key)
+    votes_path = Path(votes) if votes else Path(path) / VOTES
+    if human == "votes" and not votes_path.exists():
+        raise DataError(f"{votes_path}: no votes file (needed for --human votes)")
+    vote_records = read_votes(votes_path) if human != "labels" and votes_path.exists() else []
+    # no per-conversation reference (a simulated matrix): the votes alone give the system level
+    system_only = not available and not reference_key and bool(vote_records)
+    if human == "votes" and not vote_records:
+        raise DataError(f"{votes_path}: no votes in the file (needed for --human votes)")
+    key = None if system_only else choose_reference_key(available, reference_key)
     from usersimcrs.pipeline.aspect_meta_eval import judgment_spec
 
     specs = [judgment_spec(str(spec)) for spec in judgments]
@@ -235,26 +252,22 @@ def meta_eval(
     left_out: list[LeftOut] = []
     table = _conversation_table(sources, scores, key, outside, ref_table, left_out)
     labelled = table[table["reference"].notna()]
-    if labelled.empty:
+    if labelled.empty and key is not None:
         raise DataError(f"no conversation carries the reference {key!r}")
-    kind = label_kind(labelled["reference"].tolist())
+    kind = label_kind(labelled["reference"].tolist()) if key is not None else None
 
-    votes_path = Path(votes) if votes else Path(path) / VOTES
     ranking = None
     battles = None
-    if human == "votes" and not votes_path.exists():
-        raise DataError(f"{votes_path}: no votes file (needed for --human votes)")
-    if human != "labels" and votes_path.exists():
-        vote_records = read_votes(votes_path)
-        if vote_records:
-            battles = battles_from_votes(vote_records)
-            ranking = rank_systems(battles, resamples=resamples, seed=seed, alpha=alpha)
+    if vote_records:
+        battles = battles_from_votes(vote_records)
+        ranking = rank_systems(battles, resamples=resamples, seed=seed, alpha=alpha)
     rows: list[StatRow] = []
     systems: list[SystemScore] = []
     for i, score in enumerate(scores):
-        rows += conversation_stats(
-            score, list(labelled[score]), list(labelled["reference"]), resamples=resamples, seed=seed + 1000 * i
-        )
+        if key is not None:
+            rows += conversation_stats(
+                score, list(labelled[score]), list(labelled["reference"]), resamples=resamples, seed=seed + 1000 * i
+            )
         # the score side of the system ranking uses every conversation with the score, labelled or not
         sys_rows, means, human_scores = system_stats(
             score, table, battles=battles, resamples=resamples, seed=seed + 1000 * i + 500, alpha=alpha
@@ -272,7 +285,7 @@ def meta_eval(
         rows=rows,
         systems=systems,
         human_ranking=ranking,
-        notes=_global_notes(rows, table, ranking, len(labelled)),
+        notes=_global_notes(rows, table, ranking, len(labelled) if key is not None else None),
         resamples=resamples,
         seed=seed,
         left_out=left_out,

@@ -72,9 +72,9 @@ def add_meta_eval_section(report: Report, result: MetaEvalResult) -> None:
         else f"mean human '{result.reference_key}' per system"
     )
     report.section("Agreement with humans")
+    line = result.reference_line()
     report.text(
-        f"Reference: '{result.reference_key}' ({result.reference_kind}) on {result.n_labelled} of "
-        f"{result.n_conversations} conversations. Human system scores: {human}. CIs: {result.ci_method}, "
+        f"{line[:1].upper()}{line[1:]}. Human system scores: {human}. CIs: {result.ci_method}, "
         f"{result.resamples} resamples, seed {result.seed}; n is conversations (conversation level) or "
         f"systems (system level)."
     )
