@@ -30,6 +30,7 @@ from usersimcrs.analysis.agreement import (
     spearman,
 )
 from usersimcrs.analysis.battles import DEFAULT_ALPHA, Battle, BattleRanking, bradley_terry
+from usersimcrs.analysis.left_out import LeftOut
 from usersimcrs.analysis.two_sample import roc_auc
 
 Level = Literal["conversation", "system"]
@@ -321,6 +322,7 @@ class MetaEvalResult(BaseModel):
     resamples: int
     seed: int
     ci_method: str = CI_METHOD
+    left_out: list[LeftOut] = Field(default_factory=list, description="conversations not evaluated, and why")
     output: str | None = None
     files: list[str] = Field(default_factory=list)
 

@@ -5,8 +5,10 @@ Input: a run folder or matrix whose conversations carry a human reference in
 Scores: rule metric names (computed here, nothing is written into the input folder), judge columns
 ``<judge>:<name>`` from the runs' judgments.jsonl, or from outside judgment files. The human ranking
 of systems comes from the votes (votes.jsonl next to the matrix, or a given file) when there are
-any, else from the mean reference per system. Writes meta_eval.csv, meta_eval_systems.csv,
-human_ranking.csv (with votes) and report.html into the output folder.
+any, else from the mean reference per system. Failed or empty conversations are left out, counted
+per input and reason (`MetaEvalResult.left_out`, left_out.csv). Writes meta_eval.csv,
+meta_eval_systems.csv, human_ranking.csv (with votes), left_out.csv and report.html into the output
+folder.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from usersimcrs.analysis.battles import (
     rank_systems,
 )
 from usersimcrs.analysis.compare import judge_columns
+from usersimcrs.analysis.left_out import LEFT_OUT_CSV, LeftOut, completed, left_out_line, left_out_table
 from usersimcrs.analysis.meta_eval import (
     DEFAULT_REFERENCE_KEYS,
     HUMAN_RANKING_CSV,
@@ -91,8 +94,10 @@ def _conversation_table(
     reference_key: str | None,
     outside: list[dict[str, Any]],
     reference_csv: pd.DataFrame | None,
+    left_out: list[LeftOut],
 ) -> pd.DataFrame:
-    """One row per conversation: system, reference and every requested score."""
+    """One row per completed conversation: system, reference and every requested score (the others are
+    counted into `left_out`)."""
     from usersimcrs.metrics.compute import compute_metrics
     from usersimcrs.metrics.options import MetricOptions
 
@@ -100,7 +105,8 @@ def _conversation_table(
     options = MetricOptions.model_validate({"satisfaction": "satisfaction" in rule_scores})
     frames = []
     for source in sources:
-        dialogues = [d for d in source.run.dialogues if d.status == "ok"]
+        dialogues, dropped = completed(source.run.dialogues, source.name)
+        left_out += dropped
         if not dialogues:
             continue
         base = pd.DataFrame(
@@ -127,7 +133,9 @@ def _conversation_table(
             base = base.merge(judged, on="conversation_id", how="left")
         frames.append(base)
     if not frames:
-        raise DataError("no completed conversations to evaluate")
+        raise DataError(
+            "no completed conversations to evaluate" + (f" ({left_out_line(left_out)})" if left_out else "")
+        )
     table = pd.concat(frames, ignore_index=True)
     if reference_csv is not None:
         part = reference_csv[reference_csv["name"] == reference_key]
@@ -241,7 +249,8 @@ def meta_eval(
 
     specs = [judgment_spec(str(spec)) for spec in judgments]
     outside = [r for name, file in specs for r in read_judge_records(file, name)]
-    table = _conversation_table(sources, scores, key, outside, ref_table)
+    left_out: list[LeftOut] = []
+    table = _conversation_table(sources, scores, key, outside, ref_table, left_out)
     labelled = table[table["reference"].notna()]
     if labelled.empty and key is not None:
         raise DataError(f"no conversation carries the reference {key!r}")
@@ -279,6 +288,7 @@ def meta_eval(
         notes=_global_notes(rows, table, ranking, len(labelled) if key is not None else None),
         resamples=resamples,
         seed=seed,
+        left_out=left_out,
     )
     if output is not None:
         write_meta_eval(result, output, report=report)
@@ -291,7 +301,8 @@ def write_meta_eval(result: MetaEvalResult, output: str | Path, *, report: bool 
     folder.mkdir(parents=True, exist_ok=True)
     result.table().to_csv(folder / META_EVAL_CSV, index=False)
     result.systems_table().to_csv(folder / SYSTEMS_CSV, index=False)
-    files = [META_EVAL_CSV, SYSTEMS_CSV]
+    left_out_table(result.left_out).to_csv(folder / LEFT_OUT_CSV, index=False)
+    files = [META_EVAL_CSV, SYSTEMS_CSV, LEFT_OUT_CSV]
     if result.human_ranking is not None:
         ranking = pd.DataFrame([s.model_dump() for s in result.human_ranking.systems])
         ranking.to_csv(folder / HUMAN_RANKING_CSV, index=False)
