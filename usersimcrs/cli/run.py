@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from usersimcrs.config import load_run_config
+from usersimcrs.core.generation import canned_warning
 from usersimcrs.pipeline.simulate import SimulationResult, simulate
 
 EXIT_TOO_MANY_FAILED = 3
@@ -69,6 +70,9 @@ def handle(args: argparse.Namespace) -> int:
         source=args.config,
         report=args.report,
     )
+    warning = canned_warning(result.user_turns.get("fallback", 0), result.user_turns.get("labelled", 0))
+    if warning is not None:  # the run's output opens with it: its figures measure answers to canned lines
+        print(warning)
     print(summary_line(result))
     for line in [*user_turn_lines(result), *failure_lines(result)]:
         print(line)

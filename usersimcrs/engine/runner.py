@@ -269,18 +269,33 @@ async def run_async(
     source: str = "config",
     plugins: RunPlugins | None = None,
     resources: SharedResources | None = None,
+    progress_label: str | None = None,
+    plain_progress: bool = False,
 ) -> RunSummary:
     """Run (or resume) `config` into `output_dir`; see module docstring.
 
     `keep_failed`: on resume, leave failed conversations as they are instead of running them again.
     `resources`: the command's read-only resources, for the context built here (none when `context` is given).
-    A second writer on the same folder gets `FolderBusy`; a full disk stops the run with one
+    `progress_label` names the progress lines (a matrix cell's name); `plain_progress`: plain lines on a
+    terminal too (cells side by side). A second writer on the same folder gets `FolderBusy`; a full disk stops the run with one
     `StorageError` after the conversations in flight are cancelled (within `SHUTDOWN_GRACE_S`).
     """
     folder = RunFolder(output_dir)
     secrets = context.secrets if context is not None else Secrets.from_config(config)
     with folder.lock("run"), scrubbing_logs(secrets):
-        return await _run_locked(config, folder, resume, overwrite, keep_failed, context, source, plugins, resources)
+        return await _run_locked(
+            config,
+            folder,
+            resume,
+            overwrite,
+            keep_failed,
+            context,
+            source,
+            plugins,
+            resources,
+            progress_label=progress_label,
+            plain_progress=plain_progress,
+        )
 
 
 async def _run_locked(
@@ -293,6 +308,9 @@ async def _run_locked(
     source: str,
     plugins: RunPlugins | None,
     resources: SharedResources | None = None,
+    *,
+    progress_label: str | None = None,
+    plain_progress: bool = False,
 ) -> RunSummary:
     output_dir = folder.path
     previous = folder.read_manifest() if resume and not overwrite else {}
@@ -321,7 +339,14 @@ async def _run_locked(
             await close_context(context)
         raise
     started = time.perf_counter()
-    progress = RunProgress(total=config.conversations, done=len(done), enabled=config.progress, llms=context.llms)
+    progress = RunProgress(
+        total=config.conversations,
+        done=len(done),
+        enabled=config.progress,
+        llms=context.llms,
+        label=progress_label or "conversations",
+        plain=plain_progress,
+    )
     remote_usage: dict[str, Any] = {}  # LLM usage of conversations run in other processes (ray executor)
     failed = True
     try:

@@ -4,7 +4,9 @@ Input: a converted corpus whose conversations carry per-aspect human ratings (`u
 crsarena-eval`), evaluators' predictions from run files or judgment files (``--judgments
 [NAME=]FILE``) and from the judgments stored in the corpus' runs, the surface baselines computed
 on the spot, and optionally the published figures (``baselines.json``), cited as published.
-Output: meta_eval.csv (one figure per row, best per column marked) and report.html.
+Conversations without a rating of the chosen aspects pair with nothing: counted per input
+(`AspectMetaEvalResult.left_out`). Output: meta_eval.csv (one figure per row, best per column
+marked), left_out.csv and report.html.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from usersimcrs.analysis.aspect_agreement import (
     pair,
     published_rows,
 )
+from usersimcrs.analysis.left_out import LEFT_OUT_CSV, LeftOut, left_out_table
 from usersimcrs.analysis.meta_eval import META_EVAL_CSV
 from usersimcrs.core.crsarena_eval import BY_NAME, select_aspects
 from usersimcrs.errors import DataError, UserError
-from usersimcrs.pipeline.sources import load_sources
+from usersimcrs.pipeline.sources import RunSource, load_sources
 
 
 def judgment_spec(text: str) -> tuple[str | None, Path]:
@@ -91,6 +94,7 @@ def meta_eval_aspects(
             f"{path}: no conversation carries a rating of {', '.join(names)}; convert a rated corpus first "
             "(usersimcrs convert crsarena-eval)"
         )
+    left_out = unrated(sources, set(gold["conversation_id"]), names)
     groups = sorted(gold["group"].unique())
     if len(groups) > 1:
         gold = pd.concat([gold, gold.assign(group=ALL_GROUPS)], ignore_index=True)
@@ -164,10 +168,23 @@ def meta_eval_aspects(
         notes=_notes(rows, evaluators, names),
         resamples=resamples,
         seed=seed,
+        left_out=left_out,
     )
     if output is not None:
         write_aspect_meta_eval(result, output, report=report)
     return result
+
+
+def unrated(sources: Sequence[RunSource], rated: set[str], aspects: Sequence[str]) -> list[LeftOut]:
+    """Per input, the conversations that carry no rating of `aspects` (they pair with nothing)."""
+    out = []
+    for source in sources:
+        ids = [d.conversation_id for d in source.run.dialogues]
+        missing = sum(cid not in rated for cid in ids)
+        if missing:
+            reason = f"no human rating of {', '.join(aspects)}"
+            out.append(LeftOut(source=source.name, reason=reason, conversations=missing, of=len(ids)))
+    return out
 
 
 def _read_published(path: str | Path) -> dict[str, Any]:
@@ -211,7 +228,8 @@ def write_aspect_meta_eval(result: AspectMetaEvalResult, output: str | Path, *, 
     folder = Path(output)
     folder.mkdir(parents=True, exist_ok=True)
     result.table().to_csv(folder / META_EVAL_CSV, index=False)
-    files = [META_EVAL_CSV]
+    left_out_table(result.left_out).to_csv(folder / LEFT_OUT_CSV, index=False)
+    files = [META_EVAL_CSV, LEFT_OUT_CSV]
     if report:
         from usersimcrs.report.meta_eval_report import build_aspect_report
 

@@ -196,6 +196,13 @@ class LLMUserSimulator(UserSimulator):
             return generated
         return self.substitute(turn, generated.problem or "empty", generated.raw)
 
+    @staticmethod
+    def end_ignored(generated: Generated) -> dict[str, bool]:
+        """`{"end_ignored": True}` for a turn sent although the model asked to end (at the opening, before
+        `min_turns`, or where the simulator's own rule decides the end), else {}: every path that sends
+        such a turn marks it, so a run can count how often the model wanted out."""
+        return {"end_ignored": True} if generated.end else {}
+
     def substitute(self, turn: int, problem: str, raw: str = "") -> Generated:
         """The canned utterance sent instead of an unusable answer, labelled ``fallback:<problem>`` so the
         run counts it; with `on_unusable: fail`, an `UnusableAnswer` that fails the conversation instead."""
