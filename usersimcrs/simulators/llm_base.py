@@ -49,6 +49,10 @@ class LLMSimulatorConfig(SimulatorConfig):
         "utterance labelled generation: fallback:<problem> and counted per run, or fail the conversation",
     )
 
+    def llm_components(self) -> list[str]:
+        """Every LLM simulator calls the `simulator` component."""
+        return ["simulator"]
+
 
 RENDER_MEMO_LIMIT = 1024  # rendered profile parts remembered per run (one per user in a ratings run)
 
