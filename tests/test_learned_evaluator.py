@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import SHARED_DATA
+from tests.import_support import arena_exports, arena_votes
 from usersimcrs.cli import main
 from usersimcrs.core.crsarena_eval import BY_NAME, OFFICIAL, read_run_file
 from usersimcrs.core.dialogue import Dialogue, DialogueAct, Utterance
@@ -291,6 +292,26 @@ def test_scores_crsarena_dial_and_meta_eval_prints_the_ranking_against_bradley_t
     rows = [line for line in block.splitlines() if line.startswith("| ") and "_" in line.split("|")[1]]
     assert len(rows) == 9  # every CRS: mean score and rank beside BT strength and rank
     assert "| learned:dialogue_overall | system | kendall_tau_b |" in printed
+
+
+def test_imported_exports_as_one_matrix_are_predicted_and_ranked_against_the_votes(trained, tmp_path, capsys):
+    _, model = trained
+    files = arena_exports(SHARED_DATA, tmp_path / "exports")
+    matrix = tmp_path / "matrix"
+    assert main(["import", *map(str, files), "--matrix", str(matrix)]) == 0
+    run_file = tmp_path / "run.json"
+    assert main(["evaluator", "predict", str(matrix), "--model", str(model), "-o", str(run_file)]) == 0
+    source = [d["conversation ID"] for f in files for d in json.loads(f.read_text())]
+    assert sorted(c.conv_id for c in read_run_file(run_file)) == sorted(source)
+    capsys.readouterr()
+    votes = arena_votes(SHARED_DATA)
+    args = ["--scores", "learned:dialogue_overall", "--judgments", f"learned={run_file}", "--votes", str(votes)]
+    assert main(["meta-eval", str(matrix), *args, "--resamples", "20", "--no-report", "-o", str(tmp_path / "me")]) == 0
+    printed = capsys.readouterr().out
+    assert "conversation level not checked" in printed
+    block = printed.split("system ranking by learned:dialogue_overall")[1]
+    rows = [line for line in block.splitlines() if line.startswith("| ") and "_" in line.split("|")[1]]
+    assert len(rows) == 9
 
 
 def test_scores_a_simulated_run_and_reads_the_agenda_users_acts(trained, simulated_run, tmp_path, capsys):

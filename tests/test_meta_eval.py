@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import PROJECT_ROOT
 from usersimcrs.analysis.battles import Battle
 from usersimcrs.analysis.meta_eval import (
     CSV_COLUMNS,
@@ -249,3 +250,31 @@ def test_outside_references_judgments_and_label_ranking(tmp_path):
     assert ("utterances", "conversation", "qwk") not in values  # utterances 2-6 leave the 1-5 scale
     assert values[("utterances", "system", "kendall_tau_b")] == pytest.approx(1.0)
     assert values[("ext:overall", "system", "pairwise_accuracy")] == 0.0
+
+
+def test_left_out_conversations_are_counted_printed_and_written(tmp_path, capsys):
+    """Issue 33: meta-eval reported '3089 of 3089' after leaving out 1,111 failed conversations."""
+    dialogues = [_dialogue(f"c{i}", "crs_a" if i < 10 else "crs_b", 2 + 2 * (i % 2), i % 2) for i in range(20)]
+    for d in dialogues[:3]:
+        d.status, d.error = "failed", "ConnectorError: timeout"
+    _write_run(tmp_path / "run", dialogues)
+    code = main(["meta-eval", str(tmp_path / "run"), "--scores", "utterances", "-o", str(tmp_path / "out")])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "on 17 of 17 conversations" in out
+    assert "left out 3 of 20 conversations: run: 3 of 20 failed (status failed: an error ended it)" in out
+    written = pd.read_csv(tmp_path / "out" / "left_out.csv")
+    assert written.to_dict("records") == [
+        {"source": "run", "reason": "failed (status failed: an error ended it)", "conversations": 3, "of": 20}
+    ]
+    assert "Left out 3 of 20 conversations" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+
+
+def test_an_empty_studio_export_says_no_conversations_were_exported_yet(tmp_path, capsys):
+    study = PROJECT_ROOT / "configs" / "studio_example.yaml"
+    export = tmp_path / "export"
+    assert main(["studio", str(study), "--export", str(export), "--output", str(tmp_path / "study")]) == 0
+    capsys.readouterr()
+    assert main(["meta-eval", str(export), "--scores", "turns"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no conversations exported yet" in err[0], err

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from usersimcrs.analysis.left_out import LeftOut
 from usersimcrs.analysis.meta_eval import _percentile_ci
 
 Source = Literal["computed", "baseline", "published"]
@@ -457,6 +458,7 @@ class AspectMetaEvalResult(BaseModel):
     resamples: int
     seed: int
     ci_method: str = CI_METHOD
+    left_out: list[LeftOut] = Field(default_factory=list, description="conversations without a rating, per input")
     output: str | None = None
     files: list[str] = Field(default_factory=list)
     in_training: int | None = Field(

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from usersimcrs.analysis.left_out import LeftOut
 from usersimcrs.analysis.two_sample import ks_statistic as two_sample_ks
 from usersimcrs.analysis.two_sample import roc_auc
 from usersimcrs.core.dialogue import USER, Dialogue
@@ -427,6 +428,7 @@ class FidelityResult(BaseModel):
     resamples: int
     seed: int
     ci_method: str = "percentile bootstrap, 95%, each side resampled"
+    left_out: list[LeftOut] = Field(default_factory=list, description="conversations not compared, and why")
     output: str | None = None
     files: list[str] = Field(default_factory=list)
 

@@ -30,6 +30,7 @@ from usersimcrs.analysis.agreement import (
     spearman,
 )
 from usersimcrs.analysis.battles import DEFAULT_ALPHA, Battle, BattleRanking, bradley_terry
+from usersimcrs.analysis.left_out import LeftOut
 from usersimcrs.analysis.two_sample import roc_auc
 
 Level = Literal["conversation", "system"]
@@ -398,8 +399,8 @@ class MetaEvalResult(BaseModel):
 
     path: str
     scores: list[str]
-    reference_key: str
-    reference_kind: Literal["binary", "ordinal"]
+    reference_key: str | None = Field(description="None: no per-conversation reference, system level only (votes)")
+    reference_kind: Literal["binary", "ordinal"] | None
     human_source: Literal["votes", "labels"]
     n_conversations: int
     n_labelled: int
@@ -410,8 +411,21 @@ class MetaEvalResult(BaseModel):
     resamples: int
     seed: int
     ci_method: str = CI_METHOD
+    left_out: list[LeftOut] = Field(default_factory=list, description="conversations not evaluated, and why")
     output: str | None = None
     files: list[str] = Field(default_factory=list)
+
+    def reference_line(self) -> str:
+        """What the conversation level compared with, in one line (the console's and the report's)."""
+        if self.reference_key is None:
+            return (
+                f"no per-conversation reference on the {self.n_conversations} conversations: conversation level "
+                "not checked, system level against the votes only"
+            )
+        return (
+            f"reference '{self.reference_key}' ({self.reference_kind}) on {self.n_labelled} of "
+            f"{self.n_conversations} conversations"
+        )
 
     def table(self) -> pd.DataFrame:
         """The rows in meta_eval.csv's columns."""

@@ -106,6 +106,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--items", metavar="CSV", help="--judge learned: the item catalogue, when not where the model was trained"
     )
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the LLM response cache")
+    parser.add_argument(
+        "--no-preflight",
+        dest="preflight",
+        action="store_false",
+        help="skip the GET that shows each LLM server the judge calls answers and takes the key, before the first call",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=handle)
 
@@ -138,6 +144,7 @@ def request_from(args: argparse.Namespace):
         "batch_aspects": args.batch_aspects,
         "shared_rubric": not args.no_shared_rubric,
         "max_failed_share": args.max_failed_share,
+        "preflight": args.preflight,
         "price": args.price,
         "criteria": [c.strip() for c in args.criteria.split(",") if c.strip()] if args.criteria else None,
     }

@@ -56,7 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--human",
         choices=["auto", "votes", "labels"],
         default="auto",
-        help="human system ranking from votes (auto: when there are any) or from the labels",
+        help="human system ranking from votes (auto: when there are any) or from the labels; with votes, a run or "
+        "matrix without per-conversation references (e.g. simulated) is compared at the system level only",
     )
     parser.add_argument(
         "--model",
@@ -99,6 +100,7 @@ def handle(args: argparse.Namespace) -> int:
 def _aspects(args: argparse.Namespace, output: str) -> int:
     from pathlib import Path
 
+    from usersimcrs.analysis.left_out import left_out_line
     from usersimcrs.pipeline.aspect_meta_eval import meta_eval_aspects
     from usersimcrs.report.meta_eval_report import ASPECT_VIEWS, systems_only_lines
     from usersimcrs.report.tables import markdown_table
@@ -122,6 +124,7 @@ def _aspects(args: argparse.Namespace, output: str) -> int:
         f"({', '.join(result.groups)}); CIs: {result.ci_method}, {result.resamples} resamples, seed {result.seed}; "
         "* = best of the column"
     )
+    print(left_out_line(result.left_out) or "left out: none (every conversation carries a rating)")
     for group in result.groups:
         for caption, statistics, ci in ASPECT_VIEWS:
             if ci and statistics == ("pearson",):
@@ -139,6 +142,7 @@ def _aspects(args: argparse.Namespace, output: str) -> int:
 def _scores(args: argparse.Namespace, output: str) -> int:
     from pathlib import Path
 
+    from usersimcrs.analysis.left_out import left_out_line
     from usersimcrs.pipeline.meta_eval import meta_eval
     from usersimcrs.report.meta_eval_report import caveat_table, human_ranking_table, system_ranking_table
     from usersimcrs.report.tables import markdown_table
@@ -161,10 +165,10 @@ def _scores(args: argparse.Namespace, output: str) -> int:
         include_training=args.include_training,
     )
     print(
-        f"reference '{result.reference_key}' ({result.reference_kind}) on {result.n_labelled} of "
-        f"{result.n_conversations} conversations; human ranking from {result.human_source}; "
+        f"{result.reference_line()}; human ranking from {result.human_source}; "
         f"CIs: {result.ci_method}, {result.resamples} resamples, seed {result.seed}"
     )
+    print(left_out_line(result.left_out) or "left out: none (every conversation completed)")
     print(markdown_table(caveat_table(result)), end="")
     if result.human_ranking is not None:
         ranking = result.human_ranking

@@ -4,7 +4,9 @@ Input: a converted corpus whose conversations carry per-aspect human ratings (`u
 crsarena-eval`), evaluators' predictions from run files or judgment files (``--judgments
 [NAME=]FILE``) and from the judgments stored in the corpus' runs, the surface baselines computed
 on the spot, and optionally the published figures (``baselines.json``), cited as published.
-Output: meta_eval.csv (one figure per row, best per column marked) and report.html.
+Conversations without a rating of the chosen aspects pair with nothing: counted per input
+(`AspectMetaEvalResult.left_out`). Output: meta_eval.csv (one figure per row, best per column
+marked), left_out.csv and report.html.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from usersimcrs.analysis.aspect_agreement import (
     pair,
     published_rows,
 )
+from usersimcrs.analysis.left_out import LEFT_OUT_CSV, LeftOut, left_out_table
 from usersimcrs.analysis.meta_eval import META_EVAL_CSV
 from usersimcrs.core.crsarena_eval import BY_NAME, select_aspects
 from usersimcrs.errors import DataError, UserError
-from usersimcrs.pipeline.sources import load_sources
+from usersimcrs.pipeline.sources import RunSource, load_sources
 
 
 def judgment_spec(text: str) -> tuple[str | None, Path]:
@@ -103,6 +106,11 @@ def meta_eval_aspects(
             + "; convert a rated corpus first (usersimcrs convert crsarena-eval)"
         )
     identity = identity_predictions(gold) if baselines else None
+    left_out = unrated(sources, set(gold["conversation_id"]) | trained, names)
+    if trained and not include_training:
+        left_out.append(
+            LeftOut(source=str(model), reason=TRAINED_REASON, conversations=len(trained), of=len(dialogues))
+        )
     groups = sorted(gold["group"].unique())
     if len(groups) > 1:
         gold = pd.concat([gold, gold.assign(group=ALL_GROUPS)], ignore_index=True)
@@ -181,10 +189,14 @@ def meta_eval_aspects(
         seed=seed,
         in_training=len(trained) if model is not None else None,
         training_included=include_training,
+        left_out=left_out,
     )
     if output is not None:
         write_aspect_meta_eval(result, output, report=report)
     return result
+
+
+TRAINED_REASON = "in the learned model's training data (--include-training keeps them)"
 
 
 def training_overlap(model: str | Path | None, conversation_ids: Sequence[str]) -> set[str]:
@@ -211,6 +223,18 @@ def training_notes(trained: int, total: int, model: str | Path | None, included:
         f"{trained} of {total} conversations are in the training data of {model}: left out of every figure "
         "(--include-training keeps them)"
     ]
+
+
+def unrated(sources: Sequence[RunSource], rated: set[str], aspects: Sequence[str]) -> list[LeftOut]:
+    """Per input, the conversations that carry no rating of `aspects` (they pair with nothing)."""
+    out = []
+    for source in sources:
+        ids = [d.conversation_id for d in source.run.dialogues]
+        missing = sum(cid not in rated for cid in ids)
+        if missing:
+            reason = f"no human rating of {', '.join(aspects)}"
+            out.append(LeftOut(source=source.name, reason=reason, conversations=missing, of=len(ids)))
+    return out
 
 
 def _read_published(path: str | Path) -> dict[str, Any]:
@@ -254,7 +278,8 @@ def write_aspect_meta_eval(result: AspectMetaEvalResult, output: str | Path, *, 
     folder = Path(output)
     folder.mkdir(parents=True, exist_ok=True)
     result.table().to_csv(folder / META_EVAL_CSV, index=False)
-    files = [META_EVAL_CSV]
+    left_out_table(result.left_out).to_csv(folder / LEFT_OUT_CSV, index=False)
+    files = [META_EVAL_CSV, LEFT_OUT_CSV]
     if report:
         from usersimcrs.report.meta_eval_report import build_aspect_report
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from usersimcrs.analysis.battles import BattleRanking
+from usersimcrs.analysis.left_out import left_out_sentence
 from usersimcrs.analysis.ranking import ranking
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
@@ -71,12 +72,15 @@ def add_meta_eval_section(report: Report, result: MetaEvalResult) -> None:
         else f"mean human '{result.reference_key}' per system"
     )
     report.section("Agreement with humans")
+    line = result.reference_line()
     report.text(
-        f"Reference: '{result.reference_key}' ({result.reference_kind}) on {result.n_labelled} of "
-        f"{result.n_conversations} conversations. Human system scores: {human}. CIs: {result.ci_method}, "
+        f"{line[:1].upper()}{line[1:]}. Human system scores: {human}. CIs: {result.ci_method}, "
         f"{result.resamples} resamples, seed {result.seed}; n is conversations (conversation level) or "
         f"systems (system level)."
     )
+    left_out = left_out_sentence(result.left_out)
+    if left_out is not None:  # evaluated: completed conversations only; the rest is named with its reason
+        report.text(left_out, note=True)
     for note in result.notes:
         report.text(note, note=True)
     report.table("meta_eval", caveat_table(result), caption="Agreement of each score with the human reference")
@@ -218,6 +222,9 @@ def build_aspect_report(result: AspectMetaEvalResult) -> Report:
         f"Pearson and Spearman). CIs: {result.ci_method}, {result.resamples} resamples, seed {result.seed}. "
         "'*' marks the best figure of a column (published figures included)."
     )
+    left_out = left_out_sentence(result.left_out)
+    if left_out is not None:
+        report.text(left_out, note=True)
     for note in result.notes:
         report.text(note, note=True)
     report.table("evaluators", evaluators_table(result), caption="Evaluators and where their predictions come from")

@@ -58,6 +58,11 @@ class AgendaConfig(SimulatorConfig):
             raise ValueError(f"unknown NLG {value!r}; known: {', '.join(nlg_components.names())}")
         return value
 
+    def llm_components(self) -> list[str]:
+        """`nlu` and `nlg` where the chosen plug-in calls an LLM (rules and templates call none)."""
+        chosen = (("nlu", nlu_components.get(self.nlu)), ("nlg", nlg_components.get(self.nlg)))
+        return [component for component, plugin in chosen if plugin.uses_llm]
+
 
 class AgendaSimulator(UserSimulator):
     """A simulated user driven by an agenda built from its information need."""
