@@ -17,7 +17,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train = commands.add_parser("train", help="fit a model on a converted corpus with per-aspect ratings")
     train.add_argument("--data", required=True, help="converted corpus (run folder or matrix) with ratings")
     train.add_argument("--output", "-o", required=True, metavar="MODEL", help="model file to write (JSON)")
-    train.add_argument("--folds", type=int, default=5, help="cross-validation folds for the hyper-parameters")
+    train.add_argument(
+        "--folds",
+        type=int,
+        default=5,
+        help="folds that choose the penalties when the data hold fewer than 3 CRSs (else one CRS is left out at a time)",
+    )
     train.add_argument("--seed", type=int, default=0)
     train.add_argument(
         "--items",
@@ -51,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cv.add_argument("--data", required=True, help="converted corpus with per-aspect ratings")
     cv.add_argument("--output", "-o", required=True, metavar="DIR", help="folder for run files, meta_eval.csv, report")
     cv.add_argument("--published", metavar="FILE", help="published figures to show beside (baselines.json)")
-    cv.add_argument("--folds", type=int, default=5)
+    cv.add_argument("--folds", type=int, default=5, help="random folds of the second figure (grouped by conversation)")
     cv.add_argument("--seed", type=int, default=0)
     cv.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     cv.add_argument("--no-leave-one-crs-out", action="store_true", help="only the random conversation folds")
