@@ -262,7 +262,7 @@ def test_meta_eval_reproduces_face_published_redial_column(redial, tmp_path, cap
     best = table[(table["group"] == "redial") & (table["statistic"] == "pearson") & table["best"]]
     assert set(best[best["aspect"] == "dialogue_overall"]["evaluator"]) == {"FACE-recomputed", "FACE"}
     assert "| FACE (published) | 0.549* | 0.550* |" in printed
-    assert "within-system" in printed and (out / "report.html").exists()
+    assert "within-CRS" in printed and (out / "report.html").exists()
     # the surface baselines are in the same table, with n and CIs
     sat = table[(table["evaluator"] == "DialogueKit satisfaction") & (table["statistic"] == "pearson")]
     assert len(sat) == 7 and sat["ci_low"].notna().all()

@@ -146,8 +146,13 @@ def test_pipeline_on_a_run_with_judge_scores(tmp_path):
         )
     _write_run(tmp_path / "run", dialogues, judgments)
     result = meta_eval(tmp_path / "run", ["utterances", "quality:overall"], tmp_path / "out", resamples=100)
-    conv = {r.score: r.value for r in result.rows if r.level == "conversation"}
-    assert conv == {"utterances": 1.0, "quality:overall": 0.0}
+    conv = {r.score: r.value for r in result.rows if r.level == "conversation" and r.statistic == "auc"}
+    assert conv["utterances"] == 1.0 and conv["quality:overall"] == 0.0
+    # the baselines stand beside every score: length, assistant words, and the CRS's mean label out of fold
+    assert {"conversation length", "assistant words per turn", "CRS identity"} <= set(conv)
+    within = {r.score: r for r in result.rows if r.statistic == "within_auc"}
+    assert within["utterances"].value == 1.0 and within["quality:overall"].value == 0.0 and within["utterances"].n == 40
+    assert within["CRS identity"].value is None and "only the system" in within["CRS identity"].note
     assert result.human_source == "labels" and result.n_labelled == 40
     table = pd.read_csv(tmp_path / "out" / "meta_eval.csv")
     assert list(table.columns) == CSV_COLUMNS
@@ -199,8 +204,12 @@ def test_real_slice_cli(shared_data, tmp_path, capsys):
     assert "CIs are wide" in printed  # 18 conversations: the output must say so
     table = pd.read_csv(out / "meta_eval.csv")
     n_dialogues = len(json.loads((raw / "crs_arena_dial_open_first2_per_crs.json").read_text(encoding="utf-8")))
-    conv = table[table["level"] == "conversation"]
+    conv = table[(table["level"] == "conversation") & (table["statistic"] == "auc")]
     assert (conv["n"] == n_dialogues).all() and conv["value"].between(0, 1).all()
+    assert {"conversation length", "assistant words per turn", "CRS identity"} <= set(conv["score"])
+    # 2 conversations per CRS: no CRS has the 3 a within-CRS AUC needs; not measured, never 0
+    within = table[table["statistic"] == "within_auc"]
+    assert len(within) == len(conv) and within["value"].isna().all()
     assert (out / "human_ranking.csv").exists() and (out / "plots" / "system_scatter.png").exists()
 
 

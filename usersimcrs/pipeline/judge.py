@@ -61,6 +61,7 @@ class JudgeRequest(BaseModel):
     model: str | None = None
     base_url: str | None = None
     model_path: str | None = None
+    items: str | None = Field(default=None, description="--judge learned: the item catalogue, when moved")
     models_file: str | None = Field(default=None, description="YAML: component -> LLM settings (mixture of evaluators)")
     prompts: str | None = Field(default=None, description="YAML replacing keys of the judges' scaffolding texts")
     batch_aspects: bool = Field(default=False, description="score all aspects/factors of a conversation in one call")
@@ -213,6 +214,8 @@ def build_judge(request: JudgeRequest) -> Judge:
     options = judge_options(request)
     if not cls.uses_llm and request.model:  # a judge without an LLM reads --model as its model file
         options["model"] = request.model
+    if request.items:
+        options["items"] = request.items
     return cls(validate(cls.Config, options, source=f"judge {request.judge}", prefix="option"))
 
 

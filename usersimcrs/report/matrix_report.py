@@ -609,6 +609,7 @@ def build_matrix_report(
     seed: int = 0,
     human_agreement: Mapping[str, Sequence[HumanAgreement]] | None = None,
     resources: SharedResources | None = None,
+    learned_model: str | Path | None = None,
 ) -> Path:
     """Write the matrix's report page (+ its plots and tables, and the comparison tables); returns the page.
 
@@ -616,12 +617,19 @@ def build_matrix_report(
     `human_agreement` maps an evaluator (a metric or '<judge>:<name>') to its measured agreement with
     human judgments (the meta-evaluation's figures); evaluators without one read "not measured".
     `resources`: the command's shared resources (a matrix run passes the ones its cells used).
+    `learned_model`: a learned evaluator's model file (see `report.learned`).
     """
     folder = MatrixFolder(matrix_dir)
     resources = resources if resources is not None else SharedResources()
     with folder.lock("report"):
         return _write_matrix_report(
-            folder, config=config, metrics=metrics, seed=seed, human_agreement=human_agreement, resources=resources
+            folder,
+            config=config,
+            metrics=metrics,
+            seed=seed,
+            human_agreement=human_agreement,
+            resources=resources,
+            learned_model=learned_model,
         )
 
 
@@ -633,6 +641,7 @@ def _write_matrix_report(
     seed: int,
     human_agreement: Mapping[str, Sequence[HumanAgreement]] | None,
     resources: SharedResources,
+    learned_model: str | Path | None = None,
 ) -> Path:
     matrix_dir = folder.path
     comparison, table, by_turn = run_comparison(
@@ -674,6 +683,11 @@ def _write_matrix_report(
             groups[d.conversation_id] = f"{cell.simulator} · {cell.crs}" + (
                 f" · {cell.dataset}" if table["dataset"].nunique() > 1 else ""
             )
+    if learned_model is not None:
+        from usersimcrs.report.learned import add_learned_section
+
+        by = [c for c in ("simulator", "crs", "dataset") if c == "crs" or table[c].nunique() > 1]
+        add_learned_section(report, learned_model, dialogues, table[masks["all"]], by, seed=seed)
     report.section("Cells and exclusions", folded=True)
     report.table(
         "cells",

@@ -188,9 +188,24 @@ def evaluators_table(result: AspectMetaEvalResult) -> pd.DataFrame:
 ASPECT_VIEWS = (
     ("official rule (pooled): Pearson r and Spearman rho", ("pearson", "spearman"), False),
     ("pooled Pearson r with 95% CI", ("pearson",), True),
-    ("within-system Pearson r (n-weighted mean over CRSs) with 95% CI", ("within_pearson",), True),
+    (
+        "within-CRS Pearson r (n-weighted mean over CRSs) with 95% CI; † = the CI contains 0: ranks systems, "
+        "not conversations",
+        ("within_pearson",),
+        True,
+    ),
     ("system level: Kendall tau-b of CRS means with 95% CI", ("system_kendall",), True),
 )
+
+
+def systems_only_lines(result: AspectMetaEvalResult, group: str) -> list[str]:
+    """One sentence per evaluator whose within-CRS CI contains 0 on some aspect."""
+    from usersimcrs.analysis.aspect_agreement import SYSTEMS_NOT_CONVERSATIONS
+
+    return [
+        f"{name} {SYSTEMS_NOT_CONVERSATIONS} on {', '.join(aspects)} ({group}): its within-CRS CI contains 0"
+        for name, aspects in result.systems_only(group).items()
+    ]
 
 
 def build_aspect_report(result: AspectMetaEvalResult) -> Report:
@@ -219,6 +234,8 @@ def build_aspect_report(result: AspectMetaEvalResult) -> Report:
         for caption, statistics, ci in ASPECT_VIEWS:
             name = f"aspects_{group}_{'_'.join(statistics)}{'_ci' if ci else ''}"
             report.table(name, result.wide(group, statistics, ci=ci), caption=caption)
+        for line in systems_only_lines(result, group):
+            report.text(line, note=True)
         part = table[(table["group"] == group) & (table["statistic"] == "pearson") & table["ci_low"].notna()]
         if not part.empty:
             part = part.assign(label=part["evaluator"] + " · " + part["aspect"])

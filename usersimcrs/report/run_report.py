@@ -83,6 +83,7 @@ def build_run_report(
     *,
     dedupe: bool = False,
     human_agreement: Mapping[str, Sequence[HumanAgreement]] | None = None,
+    learned_model: str | Path | None = None,
 ) -> Path:
     """Write the run's report page (and its plots and tables); returns the page's path.
 
@@ -92,11 +93,14 @@ def build_run_report(
     """
     data = run_dir if isinstance(run_dir, Run) else load_run(run_dir, duplicates="first" if dedupe else "refuse")
     with data.folder.lock("report"):
-        return _write_run_report(data, config, human_agreement)
+        return _write_run_report(data, config, human_agreement, learned_model)
 
 
 def _write_run_report(
-    data: Run, config: MetricsConfig | None, human_agreement: Mapping[str, Sequence[HumanAgreement]] | None
+    data: Run,
+    config: MetricsConfig | None,
+    human_agreement: Mapping[str, Sequence[HumanAgreement]] | None,
+    learned_model: str | Path | None = None,
 ) -> Path:
     conversations, summary, by_turn = run_tables(data, config)
     report = Report(
@@ -174,6 +178,11 @@ def _write_run_report(
     reasons = end_reason_table(summary)
     if not reasons.empty:
         report.table("end_reasons", reasons, caption="Why conversations ended (share).")
+    if learned_model is not None:
+        from usersimcrs.report.learned import add_learned_section
+
+        counted = conversations[subset_masks(conversations)["all"]].assign(crs=data.crs or "–")
+        add_learned_section(report, learned_model, data.dialogues, counted, ["crs"], seed=data.seed or 0)
     report.section("Validity")
     validity = validity_table(conversations, config.validity if config is not None else None)
     report.text(
