@@ -44,7 +44,8 @@ def test_many_exports_become_one_matrix_that_meta_eval_and_fidelity_read(shared_
     args = ["--scores", "turns", "--reference", str(labels), "--resamples", "20", "--no-report", "-o", str(me)]
     assert main(["meta-eval", str(matrix), *args]) == 0
     table = pd.read_csv(me / "meta_eval.csv")
-    assert set(table.loc[table["level"] == "conversation", "n"]) == {18}
+    conversation = table[(table["level"] == "conversation") & (table["statistic"] == "auc")]
+    assert set(conversation["n"]) == {18}
     assert set(table.loc[table["level"] == "system", "n"]) == {9}
 
     # fidelity compares every imported cell with the human conversations
@@ -152,7 +153,8 @@ def test_meta_eval_votes_on_a_matrix_without_references_is_system_level(shared_d
     assert "human ranking (Bradley-Terry from 25 votes" in printed
     table = pd.read_csv(out / "meta_eval.csv")
     assert set(table["level"]) == {"system"} and set(table["n"]) == {9}
-    assert len(table) == 6 and table["value"].notna().all()
+    # turns, utterances and the two baselines that need no reference (length, assistant words): 3 figures each
+    assert len(table) == 12 and table["value"].notna().all()
     assert "conversation level not checked" in (out / "report.html").read_text()
     result = meta_eval(matrix, ["turns"], votes=votes, human="votes", resamples=0)
     assert (result.reference_key, result.reference_kind, result.human_source) == (None, None, "votes")

@@ -296,3 +296,39 @@ def test_the_commands_leave_the_checkout_as_it_was(workspace, status_before):
     for command in ALL:
         workspace.run(command)
     assert git_status() == status_before
+
+
+def run_target(command: Command) -> tuple[str, bool] | None:
+    """(the folder a `usersimcrs run` line writes, whether it resumes or overwrites it); None for other lines."""
+    import shlex
+
+    import yaml
+
+    if command.language != "bash" or not re.search(r"usersimcrs run\b", command.text):
+        return None
+    words = shlex.split(command.text.split("  #")[0])
+    args = words[words.index("run", next(i for i, w in enumerate(words) if w.endswith("usersimcrs"))) + 1 :]
+    output = next((args[i + 1] for i, w in enumerate(args[:-1]) if w in ("-o", "--output")), None)
+    if output is None:
+        config = yaml.safe_load((PROJECT_ROOT / args[0]).read_text(encoding="utf-8"))
+        output = config.get("output") or f"runs/{config['name']}"
+    return str(Path(output)), bool({"--resume", "--overwrite"} & set(args))
+
+
+def test_a_reader_who_follows_the_readme_then_the_quickstart_never_hits_a_folder_in_use():
+    """Each document runs in its own checkout here, so this reads them as a reader does, one after the other:
+    a `run` into a folder an earlier command wrote stops with 'already holds a run'."""
+    written: dict[str, str] = {}
+    for command in ALL:  # README.md first, then docs/quickstart.md
+        target = run_target(command)
+        if target is None:
+            continue
+        folder, reuses = target
+        assert reuses or folder not in written, f"{command.id} writes {folder}, which {written.get(folder)} wrote"
+        written.setdefault(folder, command.id)
+    assert len(written) >= 2
+
+
+def test_the_bench_line_says_it_exits_1_when_a_target_is_missed():
+    lines = [c.text for c in ALL if c.language == "bash" and re.search(r"usersimcrs bench\b", c.text)]
+    assert lines and all("exits 1" in line for line in lines), lines

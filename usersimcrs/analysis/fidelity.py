@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from usersimcrs.analysis.left_out import LeftOut
 from usersimcrs.analysis.two_sample import ks_statistic as two_sample_ks
 from usersimcrs.analysis.two_sample import roc_auc
 from usersimcrs.core.dialogue import USER, Dialogue
@@ -540,6 +541,7 @@ class FidelityResult(BaseModel):
     readings: list[FeatureReading] = Field(default_factory=list)
     reference: str | None = Field(None, description="the human reference file read (bundled by default)")
     human_holdout: float = 0.0
+    left_out: list[LeftOut] = Field(default_factory=list, description="conversations not compared, and why")
     output: str | None = None
     files: list[str] = Field(default_factory=list)
 

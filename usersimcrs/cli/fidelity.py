@@ -40,6 +40,7 @@ def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from usersimcrs.analysis.fidelity import baseline_verdict, discriminator_verdict, readings_text
+    from usersimcrs.analysis.left_out import left_out_line
     from usersimcrs.pipeline.fidelity import fidelity
     from usersimcrs.report.tables import markdown_table
 
@@ -58,6 +59,7 @@ def handle(args: argparse.Namespace) -> int:
         f"human: {result.human}, {result.n_human} conversations; CIs: {result.ci_method}, {result.resamples} "
         f"resamples, seed {result.seed}"
     )
+    print(left_out_line(result.left_out) or "left out: none (every conversation completed)")
     table = result.table()
     print(markdown_table(table.drop(columns=["note"]).assign(note=table["note"].fillna(""))), end="")
     smallest = min([result.n_human] + [r.n_simulated for r in result.rows if r.statistic == "discriminator_auc"])

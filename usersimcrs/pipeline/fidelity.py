@@ -4,8 +4,10 @@ One row group per simulated run folder (cell): feature distances with bootstrap 
 discriminator AUC. The human side pools every completed conversation under HUMAN (a run folder or
 a converted corpus such as `convert crsarena-dial`'s output), or, without HUMAN, the human-human
 populations of the bundled human reference (usersimcrs/core/human_reference.py). Beside them, the
-context baselines: the same figures between two human populations that differ only in context. Writes
-fidelity.csv, fidelity_features.csv (the per-conversation features) and report.html into the output folder.
+context baselines: the same figures between two human populations that differ only in context. Failed or
+empty conversations on either side are left out, counted per input and reason (`FidelityResult.left_out`,
+left_out.csv). Writes fidelity.csv, fidelity_features.csv (the per-conversation features), left_out.csv and
+report.html into the output folder.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from usersimcrs.analysis.fidelity import (
     feature_distances,
 )
 from usersimcrs.analysis.human_reference import population_table
+from usersimcrs.analysis.left_out import LEFT_OUT_CSV, LeftOut, completed, left_out_line, left_out_table
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.holdout import held_out
 from usersimcrs.core.human_reference import HUMAN_CRS, HUMAN_HUMAN, REFERENCE_PATH, HumanReference, load_reference
@@ -41,10 +44,6 @@ def features_table(dialogues: list[Dialogue], group: str) -> pd.DataFrame:
     """One row per conversation: its group (simulator or 'human'), ID and numeric features."""
     rows = [{"group": group, "conversation_id": d.conversation_id, **conversation_features(d)} for d in dialogues]
     return pd.DataFrame(rows, columns=["group", "conversation_id", *NUMERIC_FEATURES])
-
-
-def _completed(dialogues: list[Dialogue]) -> list[Dialogue]:
-    return [d for d in dialogues if d.status == "ok" and d.utterances]
 
 
 def _human_human(reference: HumanReference) -> tuple[str, pd.DataFrame]:
@@ -129,6 +128,7 @@ def fidelity(
         raise UserError("--human-holdout must be at least 0 and below 1")
     reference_path = str(reference) if reference is not None else str(REFERENCE_PATH)
     human_reference = load_reference(reference_path)
+    left_out: list[LeftOut] = []
     human_dialogues: list[Dialogue] = []
     if human is None:
         if human_holdout:
@@ -136,22 +136,26 @@ def fidelity(
         label, human_table = _human_human(human_reference)
         human_name = f"bundled human reference: {label}"
     else:
-        human_dialogues = [
-            d
-            for s in load_sources(human)
-            for d in _completed(s.run.dialogues)
-            if not human_holdout or held_out(d.conversation_id, human_holdout)
-        ]
+        for source in load_sources(human):
+            kept, dropped = completed(source.run.dialogues, f"{HUMAN} ({source.name})")
+            # the held-out part is a choice, not a loss: the other conversations are not counted as left out
+            human_dialogues += [d for d in kept if not human_holdout or held_out(d.conversation_id, human_holdout)]
+            left_out += dropped
         if len(human_dialogues) < 2:
-            raise DataError(f"{human}: fewer than 2 completed human conversations")
+            raise DataError(
+                f"{human}: fewer than 2 completed human conversations"
+                + (f" held out at share {human_holdout:g}" if human_holdout else "")
+                + (f" ({left_out_line(left_out)})" if left_out else "")
+            )
         human_table = features_table(human_dialogues, HUMAN)
         human_name = str(human) + (f" (held-out share {human_holdout:g})" if human_holdout else "")
     rows: list[FidelityRow] = []
     frames = [human_table]
     groups = []
     for source in load_sources(simulated):
-        dialogues = _completed(source.run.dialogues)
         name = source.name if source.name != HUMAN else f"{HUMAN}_simulated"
+        dialogues, dropped = completed(source.run.dialogues, name)
+        left_out += dropped
         if not dialogues:
             rows.append(
                 FidelityRow(
@@ -198,13 +202,15 @@ def fidelity(
         readings=context_readings(rows, baselines),
         reference=reference_path,
         human_holdout=human_holdout,
+        left_out=left_out,
     )
     if output is not None:
         folder = Path(output)
         folder.mkdir(parents=True, exist_ok=True)
         result.table().to_csv(folder / FIDELITY_CSV, index=False)
         pd.concat(frames, ignore_index=True).to_csv(folder / FEATURES_CSV, index=False)
-        result.files = [FIDELITY_CSV, FEATURES_CSV]
+        left_out_table(left_out).to_csv(folder / LEFT_OUT_CSV, index=False)
+        result.files = [FIDELITY_CSV, FEATURES_CSV, LEFT_OUT_CSV]
         if report:
             from usersimcrs.report.fidelity_report import build_fidelity_report
 

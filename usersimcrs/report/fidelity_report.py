@@ -14,6 +14,7 @@ from usersimcrs.analysis.fidelity import (
     baseline_verdict,
     readings_text,
 )
+from usersimcrs.analysis.left_out import left_out_sentence
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
 
@@ -31,6 +32,9 @@ def add_fidelity_section(report: Report, result: FidelityResult, features: pd.Da
         f"seed {result.seed}. KS 0 = same distribution, 1 = disjoint; Wasserstein in the feature's unit; "
         "discriminator AUC 0.5 = simulated users cannot be told from humans."
     )
+    left_out = left_out_sentence(result.left_out)
+    if left_out is not None:  # compared: completed conversations only; the rest is named with its reason
+        report.text(left_out, note=True)
     smallest = min([result.n_human] + [r.n_simulated for r in result.rows if r.statistic == "discriminator_auc"])
     if smallest < 30:
         report.text(

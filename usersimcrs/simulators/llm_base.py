@@ -90,6 +90,10 @@ class LLMSimulatorConfig(SimulatorConfig):
         "utterance labelled generation: fallback:<problem> and counted per run, or fail the conversation",
     )
 
+    def llm_components(self) -> list[str]:
+        """Every LLM simulator calls the `simulator` component."""
+        return ["simulator"]
+
 
 RENDER_MEMO_LIMIT = 1024  # rendered profile parts remembered per run (one per user in a ratings run)
 
@@ -232,6 +236,13 @@ class LLMUserSimulator(UserSimulator):
         if generated.source.startswith("fallback") or (generated.text and not generated.problem):
             return generated
         return self.substitute(turn, generated.problem or "empty", generated.raw)
+
+    @staticmethod
+    def end_ignored(generated: Generated) -> dict[str, bool]:
+        """`{"end_ignored": True}` for a turn sent although the model asked to end (at the opening, before
+        `min_turns`, or where the simulator's own rule decides the end), else {}: every path that sends
+        such a turn marks it, so a run can count how often the model wanted out."""
+        return {"end_ignored": True} if generated.end else {}
 
     def substitute(self, turn: int, problem: str, raw: str = "") -> Generated:
         """The canned utterance sent instead of an unusable answer, labelled ``fallback:<problem>`` so the

@@ -76,6 +76,11 @@ class AgendaConfig(SimulatorConfig):
             raise ValueError("nlg: corpus needs nlg_corpus_path (a converted human corpus, e.g. ReDial)")
         return self
 
+    def llm_components(self) -> list[str]:
+        """`nlu` and `nlg` where the chosen plug-in calls an LLM (rules and templates call none)."""
+        chosen = (("nlu", nlu_components.get(self.nlu)), ("nlg", nlg_components.get(self.nlg)))
+        return [component for component, plugin in chosen if plugin.uses_llm]
+
 
 class AgendaSimulator(UserSimulator):
     """A simulated user driven by an agenda built from its information need."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,6 +43,8 @@ class NLGSettings:
 
 class NLG(ABC):
     """Realises the user's dialogue acts as text."""
+
+    uses_llm: ClassVar[bool] = False  # calls the `nlg` LLM component (checked before a run)
 
     def __init__(self, settings: NLGSettings) -> None:
         self.settings = settings
