@@ -58,6 +58,18 @@ def test_labeller_marks_annotated_titles_and_people():
     assert signature(labelled) == ['DISCLOSE(DIRECTOR="person")'] and "{DIRECTOR}" in labelled.template
 
 
+def test_a_corpus_with_its_own_acts_keeps_them():
+    d = Dialogue(conversation_id="annotated")
+    d.add(Utterance(participant="USER", text="gimme some Comedy", dialogue_acts=[act("DISCLOSE", genres="Comedy")]))
+    d.add(Utterance(participant="USER", text="lol no", dialogue_acts=[act("NOTE.DISLIKE")]))
+    d.add(Utterance(participant="USER", text="a western", dialogue_acts=[act("DISCLOSE", GENRE="Drama")]))
+    messages = LABELLER.label_dialogue(d)
+    assert [(signature(m), m.template) for m in messages] == [
+        (['DISCLOSE(GENRE="Comedy")'], "gimme some {GENRE}"),
+        (["NOTE.DISLIKE()"], "lol no"),  # no cue would have read this one; its label does
+    ]  # the third names a value its text does not hold: left out
+
+
 @pytest.mark.parametrize(
     "text",
     [

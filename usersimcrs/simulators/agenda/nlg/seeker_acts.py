@@ -1,8 +1,9 @@
 """Dialogue acts of human seekers' messages, for the corpus NLG: which real message can speak which act.
 
-A message's titles (from the corpus's item annotations), genres (annotations, the cue file's genre
-words and the item collection's genre values) and people (annotations) become ``{TITLE}``,
-``{GENRE}`` and ``{PERSON}``; cue patterns (prompts/seeker_acts.yaml) then give each sentence its
+A message that carries dialogue acts of its own (an annotated corpus) keeps them, its slot values
+becoming placeholders. Otherwise its titles (from the corpus's item annotations), genres
+(annotations, the cue file's genre words and the item collection's genre values) and people
+(annotations) become ``{TITLE}``, ``{GENRE}`` and ``{PERSON}``; cue patterns (prompts/seeker_acts.yaml) then give each sentence its
 intents, and each placeholder joins the act of its sentence that can carry it. A message that any
 sentence or placeholder does not fit is left out: the pool holds only messages whose every part the
 simulated user can say as its own.
@@ -18,6 +19,8 @@ from typing import Any, Iterable
 
 from usersimcrs.config import read_yaml
 from usersimcrs.core.dialogue import USER, Dialogue, DialogueAct, SlotValue, Utterance
+from usersimcrs.simulators.agenda.nlg.templates import templatise
+from usersimcrs.simulators.agenda.policy.domain import canonical_slot
 
 SEEKER_ACTS_PATH = Path(__file__).resolve().parents[1] / "prompts" / "seeker_acts.yaml"
 PLACEHOLDERS = ("TITLE", "GENRE", "PERSON")
@@ -91,14 +94,17 @@ class SeekerLabeller:
         self._genre = re.compile(r"\b(" + "|".join(re.escape(k) for k in keys) + r")s?\b", re.I) if keys else None
 
     def label_dialogue(self, dialogue: Dialogue) -> list[SeekerMessage]:
-        """Every USER message of `dialogue` the cues fit, in order."""
+        """Every USER message of `dialogue` that its own dialogue acts (an annotated corpus) or the cues fit."""
         people = _people_slots(dialogue)
         out = []
         for index, utterance in enumerate(dialogue.utterances):
             if utterance.participant != USER or not utterance.text.strip():
                 continue
             origin = f"{dialogue.conversation_id}:{utterance.utterance_id or index}"
-            message = self.label(utterance, origin=origin, people=people)
+            if utterance.dialogue_acts:
+                message = annotated(utterance, origin)
+            else:
+                message = self.label(utterance, origin=origin, people=people)
             if message is not None:
                 out.append(message)
         return out
@@ -245,6 +251,22 @@ class SeekerLabeller:
             or any(start <= t.start() < end for start, end, _ in matches)
         )
         return covered / len(tokens)
+
+
+def annotated(utterance: Utterance, origin: str) -> SeekerMessage | None:
+    """A message whose corpus labels its acts: its slot values become placeholders (None unless each occurs once)."""
+    text = " ".join(utterance.text.split())
+    template = templatise(text, utterance.dialogue_acts)
+    if template is None:
+        return None
+    acts = tuple(
+        DialogueAct(
+            intent=act.intent,
+            slot_values=[SlotValue(slot=canonical_slot(sv.slot), value=sv.value) for sv in act.slot_values],
+        )
+        for act in utterance.dialogue_acts
+    )
+    return SeekerMessage(template=template, acts=acts, origin=origin, words=len(text.split()))
 
 
 def _annotation_list(utterance: Utterance, key: str) -> list[Any]:
