@@ -41,7 +41,7 @@ from usersimcrs.engine.loop import (
     run_heap,
     thaw,
 )
-from usersimcrs.engine.plugins import RunPlugins
+from usersimcrs.engine.plugins import RunPlugins, simulator_options
 from usersimcrs.engine.progress import RunProgress
 from usersimcrs.errors import ConfigError, UserError
 from usersimcrs.runtime.context import RunContext
@@ -463,6 +463,7 @@ def _manifest(
         "name": config.name,
         "status": status,
         "config": config.model_dump(mode="json"),
+        "simulator_options": simulator_options(config.simulator),
         "config_hash": config.config_hash(),
         "seeds": {"run": config.seed, "scheme": "sha256(run_seed:index)"},
         "models": {"default": {"backend": llm.get("backend"), "model": llm.get("model")}, **config.llm_components},
