@@ -7,6 +7,7 @@ The engine creates one connector instance per conversation from the shared `RunC
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -56,6 +57,11 @@ class ConnectorConfig(BaseModel):
 
     type: str
     record_to: str | None = Field(None, description="append every exchange to this JSONL file (see `replay`)")
+
+    def llm_components(self) -> list[str]:
+        """The LLM components this connector calls (`context.llm(name)`), whose servers a command checks
+        before its first conversation; a connector to a CRS elsewhere calls none."""
+        return []
 
 
 class CRSConnector(ABC):
@@ -122,16 +128,18 @@ class ConnectorSpec:
         return connector
 
 
-def connector_spec(section: dict[str, Any], source: str = "config") -> ConnectorSpec:
+def connector_spec(
+    section: dict[str, Any], source: str = "config", overrides: Mapping[str, str] | None = None
+) -> ConnectorSpec:
     """The one place a `crs:` section becomes a connector: class from the registry, options validated
-    (errors name `source` and the key). The engine, the preflight check and the probe all use it."""
+    (errors name `source` and the key, or the `--set` flag in `overrides` that set it). The engine, the
+    preflight check and the probe all use it."""
     from usersimcrs.config import validate_section
-    from usersimcrs.errors import ConfigError
+    from usersimcrs.core.validation import require_key
 
-    if "type" not in section:
-        raise ConfigError(f"{source}: missing key 'crs.type'")
+    require_key(section, "type", source=source, prefix="crs", overrides=overrides)
     cls = connectors.get(str(section["type"]))
-    return ConnectorSpec(cls, validate_section(cls.Config, section, source=source, prefix="crs"))
+    return ConnectorSpec(cls, validate_section(cls.Config, section, source=source, prefix="crs", overrides=overrides))
 
 
 def build_connector(section: dict[str, Any], context: RunContext, *, source: str = "config") -> CRSConnector:

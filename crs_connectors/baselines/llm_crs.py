@@ -52,6 +52,10 @@ class LLMCRSConfig(RetrievalConfig):
     history_turns: int = Field(8, ge=1, description="most recent turns given to the LLM")
     elicit_turns: int = Field(1, ge=0)
 
+    def llm_components(self) -> list[str]:
+        """The baseline calls its `component`."""
+        return [self.component]
+
 
 def load_prompt(path: str | None) -> dict[str, str]:
     """The prompt pieces (system, candidates, no_candidates, stage_*) from YAML."""

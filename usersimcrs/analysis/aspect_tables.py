@@ -200,6 +200,25 @@ number (1 = first), no dialogue score. Each is taken as it is: a negative correl
 as negative."""
 
 SATISFACTION = "DialogueKit satisfaction"
+CRS_IDENTITY = "CRS identity"
+"""The baseline that knows only which CRS spoke: a conversation's (turn's) prediction is the mean rating of
+the other conversations of its CRS (leave one conversation out), so it never sees its own rating."""
+
+
+def identity_predictions(gold: pd.DataFrame) -> pd.DataFrame:
+    """The CRS-identity baseline from the gold table (GOLD_COLUMNS): per (group, system, aspect), each
+    conversation gets the mean rating of the same CRS's other conversations (their turns, for a turn
+    aspect). A CRS with one rated conversation gives it no prediction."""
+    if gold.empty:
+        return pd.DataFrame(columns=PRED_COLUMNS)
+    keys = ["group", "system", "aspect"]
+    per_conversation = gold.groupby([*keys, "conversation_id"], as_index=False)["gold"].agg(["sum", "count"])
+    totals = per_conversation.groupby(keys)[["sum", "count"]].transform("sum")
+    rest = totals["count"] - per_conversation["count"]
+    per_conversation["pred"] = (totals["sum"] - per_conversation["sum"]) / rest.where(rest > 0)
+    table = gold.merge(per_conversation[[*keys, "conversation_id", "pred"]], on=[*keys, "conversation_id"])
+    table = table[table["pred"].notna()]
+    return table[PRED_COLUMNS].reset_index(drop=True)
 
 
 def surface_predictions(dialogues: Sequence[Dialogue], aspects: Sequence[str]) -> dict[str, pd.DataFrame]:

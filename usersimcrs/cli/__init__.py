@@ -35,6 +35,7 @@ COMMAND_MODULES = [
     "evaluator",
     "export_run",
     "fidelity",
+    "fidelity_reference",
     "studio",
 ]
 

@@ -32,6 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--overwrite", action="store_true", help="re-annotate records that already have labels")
     parser.add_argument("--retries", type=int, default=3, help="retries of a failed or unparseable request")
     parser.add_argument("--cache-dir", help="LLM response cache folder (default: $USERSIMCRS_CACHE_DIR or ~/.cache)")
+    parser.add_argument(
+        "--no-preflight",
+        dest="preflight",
+        action="store_false",
+        help="skip the GET that shows the LLM server answers and takes the key, before the first call",
+    )
     parser.set_defaults(func=run)
 
 
@@ -59,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         "intents": args.intents,
         "slots": args.slots,
         "overwrite": args.overwrite,
+        "preflight": args.preflight,
     }
     request = validate(AnnotateRequest, fields, source=None, flags=True)
     result = annotate_folder(request)

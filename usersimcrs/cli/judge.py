@@ -102,7 +102,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--base-url", help="server URL of the backend")
     parser.add_argument("--model-path", help="GGUF file for the llamacpp backend")
+    parser.add_argument(
+        "--items", metavar="CSV", help="--judge learned: the item catalogue, when not where the model was trained"
+    )
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the LLM response cache")
+    parser.add_argument(
+        "--no-preflight",
+        dest="preflight",
+        action="store_false",
+        help="skip the GET that shows each LLM server the judge calls answers and takes the key, before the first call",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=handle)
 
@@ -129,11 +138,13 @@ def request_from(args: argparse.Namespace):
         "model": args.model,
         "base_url": args.base_url,
         "model_path": args.model_path,
+        "items": args.items,
         "models_file": args.models,
         "prompts": args.prompts,
         "batch_aspects": args.batch_aspects,
         "shared_rubric": not args.no_shared_rubric,
         "max_failed_share": args.max_failed_share,
+        "preflight": args.preflight,
         "price": args.price,
         "criteria": [c.strip() for c in args.criteria.split(",") if c.strip()] if args.criteria else None,
     }
@@ -155,6 +166,10 @@ def handle(args: argparse.Namespace) -> int:
     _print(result.report(), args.json, "dry run" if result.dry_run is not None else result.judgments_path)
     if result.dry_run is not None:
         return 0
+    if args.judge == "learned" and args.model:
+        from usersimcrs.pipeline.evaluator import in_training_line, training_count
+
+        print(in_training_line(*training_count(args.run_dir, args.model)), file=sys.stderr if args.json else sys.stdout)
     if result.failures and not args.json:
         print(f"failed judgments: {result.failed} of {result.asked}; by reason:")
         for failure in result.failures[:5]:

@@ -12,6 +12,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--metrics", help="matrix only: comma-separated metrics to compare")
     parser.add_argument("--seed", type=int, default=0, help="matrix only: seed of the resampling")
     parser.add_argument(
+        "--model",
+        metavar="MODEL",
+        help="a learned evaluator's model file (usersimcrs evaluator train): show each CRS's predicted "
+        "dialogue_overall beside its success, with the model's agreement on CRSs it never saw",
+    )
+    parser.add_argument(
         "--dedupe",
         action="store_true",
         help="a conversation ID on several lines: keep its first line (default: refuse the run, with the count)",
@@ -25,5 +31,6 @@ def handle(args: argparse.Namespace) -> int:
 
     config = load_metrics_config(args.config) if args.config else None
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
-    print(f"written: {report(args.folder, config, metrics=metrics, seed=args.seed, dedupe=args.dedupe)}")
+    page = report(args.folder, config, metrics=metrics, seed=args.seed, dedupe=args.dedupe, learned_model=args.model)
+    print(f"written: {page}")
     return 0

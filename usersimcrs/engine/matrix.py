@@ -194,11 +194,21 @@ async def run_cells(
     async def one(cell: CellPlan) -> None:
         async with gate:
             run_config = cell.config.model_copy(
-                update={"concurrency": min(per_cell, cell.config.concurrency), "progress": progress and parallel == 1}
+                update={"concurrency": min(per_cell, cell.config.concurrency), "progress": progress}
             )
             resume = RunFolder(cell.run_dir).has_dialogues()
             try:
-                result = await run_async(run_config, cell.run_dir, resume=resume, source=cell.name, resources=resources)
+                # each cell's progress is labelled with its name; cells side by side print plain lines (two
+                # bars would overwrite each other), every interval even while no conversation finishes
+                result = await run_async(
+                    run_config,
+                    cell.run_dir,
+                    resume=resume,
+                    source=cell.name,
+                    resources=resources,
+                    progress_label=cell.name,
+                    plain_progress=parallel > 1,
+                )
             except Exception as exc:  # a bad cell (unreachable CRS, config change) must not stop the matrix
                 summary.cells[cell.name] = f"failed: {type(exc).__name__}: {exc}"
                 return

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncGenerator, Iterable, Iterator
 
-from usersimcrs.config import RunConfig
+from usersimcrs.config import DATA_SECTIONS, ItemsConfig, RatingsConfig, RunConfig
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.items import ItemCollection
-from usersimcrs.core.manifest import environment
+from usersimcrs.core.manifest import environment, file_sha256
 from usersimcrs.core.profile import Ratings
 from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.secrets import Secrets, scrubbing_logs
@@ -41,7 +41,7 @@ from usersimcrs.engine.loop import (
     run_heap,
     thaw,
 )
-from usersimcrs.engine.plugins import RunPlugins
+from usersimcrs.engine.plugins import RunPlugins, simulator_options
 from usersimcrs.engine.progress import RunProgress
 from usersimcrs.errors import ConfigError, UserError
 from usersimcrs.runtime.context import RunContext
@@ -63,12 +63,12 @@ class RunSummary:
 
 
 def load_items(config: RunConfig, resources: SharedResources | None = None) -> ItemCollection | None:
-    """The run's item collection, from `items.path` or, when that is missing, `items.fallback_path`;
-    read once per command when `resources` (the command's) is given."""
+    """The run's item collection, from `items.path` or, when that is missing and `items.use_fallback`
+    allows it, `items.fallback_path`; read once per command when `resources` (the command's) is given."""
     section = config.items
     if section is None:
         return None
-    path = _existing(section.path, section.fallback_path, "items")
+    path = data_file(section, "items")["path"]
     return (resources if resources is not None else SharedResources()).items(
         path,
         id_column=section.id_column,
@@ -83,7 +83,7 @@ def load_ratings(config: RunConfig) -> Ratings | None:
     section = config.ratings
     if section is None:
         return None
-    path = _existing(section.path, section.fallback_path, "ratings")
+    path = data_file(section, "ratings")["path"]
     return Ratings.from_csv(
         path,
         user_column=section.user_column,
@@ -93,33 +93,69 @@ def load_ratings(config: RunConfig) -> Ratings | None:
     )
 
 
-def _existing(path: str, fallback: str | None, key: str) -> str:
-    return data_file(path, fallback, key)["path"]
-
-
-def data_file(path: str, fallback: str | None, key: str) -> dict[str, str]:
-    """The file a data section uses: `{path, used: "path" | "fallback_path"}` (`path` when it exists,
-    else `fallback_path`, with the `missing` primary named); a `ConfigError` naming both when neither exists."""
-    if Path(path).exists():
-        return {"path": path, "used": "path"}
-    if fallback and Path(fallback).exists():
-        return {"path": fallback, "used": "fallback_path", "missing": path}
-    raise ConfigError(f"{key}.path: file not found: {path}" + (f" (nor fallback {fallback})" if fallback else ""))
+def data_file(section: ItemsConfig | RatingsConfig, key: str) -> dict[str, str]:
+    """The file a data section uses: `{path, used: "path" | "fallback_path"}` (`path` when it exists, else
+    `fallback_path` when `use_fallback` allows it, with the `missing` primary named); otherwise a
+    `ConfigError` naming the key and the path (and the fallback, and how to allow it)."""
+    if Path(section.path).exists():
+        return {"path": section.path, "used": "path"}
+    fallback = section.fallback_path
+    if fallback and section.use_fallback and Path(fallback).exists():
+        return {"path": fallback, "used": "fallback_path", "missing": section.path}
+    hint = ""
+    if fallback and not section.use_fallback:
+        hint = f" ({key}.fallback_path {fallback} is read instead only with {key}.use_fallback: true)"
+    elif fallback:
+        hint = f" (nor fallback {fallback})"
+    raise ConfigError(f"{key}.path: file not found: {section.path}{hint}")
 
 
 def data_files(config: RunConfig) -> dict[str, dict[str, str]]:
-    """Which file each data section of `config` uses (items, ratings), for the manifest and the console;
-    `used: "none"` when neither exists (the run was given its data as Python objects)."""
+    """Which file each data input of `config` uses, for the manifest and the console: items, ratings,
+    the profiles file (`profiles.source: file`) and each existing file under `data:` (`data.<name>`);
+    `used: "none"` when no file can be used (the run was given its data as Python objects)."""
     sections = {"items": config.items, "ratings": config.ratings}
     out = {}
     for key, section in sections.items():
         if section is None:
             continue
         try:
-            out[key] = data_file(section.path, section.fallback_path, key)
+            out[key] = data_file(section, key)
         except ConfigError:
             out[key] = {"path": section.path, "used": "none"}
+    if config.profiles.source == "file" and config.profiles.path:
+        out["profiles"] = {
+            "path": config.profiles.path,
+            "used": "path" if Path(config.profiles.path).is_file() else "none",
+        }
+    for name, value in config.data.items():
+        if isinstance(value, str) and Path(value).is_file():
+            out[f"data.{name}"] = {"path": value, "used": "path"}
     return out
+
+
+def with_hashes(files: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """`files` (from `data_files`) with the SHA-256 of each file read (`sha256`): the manifest's record of
+    the data a run used, against which each Ray task checks the data it loaded."""
+    return {
+        key: {**found, "sha256": file_sha256(found["path"])} if found.get("used") != "none" else dict(found)
+        for key, found in files.items()
+    }
+
+
+def fallback_warnings(files: dict[str, dict[str, str]]) -> list[str]:
+    """One line per data section that reads another file than the one named (its fallback), and one more
+    when only some sections fell back (the fallback items beside the named ratings may not match)."""
+    fell_back = [key for key, found in files.items() if found.get("used") == "fallback_path"]
+    lines = [
+        f"{key}: {files[key].get('missing')} does not exist; reading {key}.fallback_path {files[key]['path']} "
+        f"instead ({key}.use_fallback: true)"
+        for key in fell_back
+    ]
+    named = [key for key in DATA_SECTIONS if files.get(key, {}).get("used") == "path"]
+    if fell_back and named:
+        lines.append(f"{' and '.join(fell_back)} from the fallback but {' and '.join(named)} from the named file")
+    return lines
 
 
 def build_context(
@@ -233,18 +269,33 @@ async def run_async(
     source: str = "config",
     plugins: RunPlugins | None = None,
     resources: SharedResources | None = None,
+    progress_label: str | None = None,
+    plain_progress: bool = False,
 ) -> RunSummary:
     """Run (or resume) `config` into `output_dir`; see module docstring.
 
     `keep_failed`: on resume, leave failed conversations as they are instead of running them again.
     `resources`: the command's read-only resources, for the context built here (none when `context` is given).
-    A second writer on the same folder gets `FolderBusy`; a full disk stops the run with one
+    `progress_label` names the progress lines (a matrix cell's name); `plain_progress`: plain lines on a
+    terminal too (cells side by side). A second writer on the same folder gets `FolderBusy`; a full disk stops the run with one
     `StorageError` after the conversations in flight are cancelled (within `SHUTDOWN_GRACE_S`).
     """
     folder = RunFolder(output_dir)
     secrets = context.secrets if context is not None else Secrets.from_config(config)
     with folder.lock("run"), scrubbing_logs(secrets):
-        return await _run_locked(config, folder, resume, overwrite, keep_failed, context, source, plugins, resources)
+        return await _run_locked(
+            config,
+            folder,
+            resume,
+            overwrite,
+            keep_failed,
+            context,
+            source,
+            plugins,
+            resources,
+            progress_label=progress_label,
+            plain_progress=plain_progress,
+        )
 
 
 async def _run_locked(
@@ -257,6 +308,9 @@ async def _run_locked(
     source: str,
     plugins: RunPlugins | None,
     resources: SharedResources | None = None,
+    *,
+    progress_label: str | None = None,
+    plain_progress: bool = False,
 ) -> RunSummary:
     output_dir = folder.path
     previous = folder.read_manifest() if resume and not overwrite else {}
@@ -271,7 +325,8 @@ async def _run_locked(
     wanted = {plan(config, i).conversation_id for i in range(config.conversations)}
     summary = RunSummary(output_dir=output_dir, skipped=len(done & wanted), retried=len(retried & wanted))
     indices = [i for i in range(config.conversations) if plan(config, i).conversation_id not in done]
-    manifest = _manifest(config, previous, status="running")
+    files = with_hashes(data_files(config))  # hashed once per session: the start and the end record the same
+    manifest = _manifest(config, previous, status="running", files=files)
     # counted at the start, so that a session killed before its final write still counts
     sessions = int(previous.get("timings", {}).get("sessions", 0)) + 1
     manifest["timings"] = {"wall_s": float(previous.get("timings", {}).get("wall_s", 0.0)), "sessions": sessions}
@@ -284,14 +339,23 @@ async def _run_locked(
             await close_context(context)
         raise
     started = time.perf_counter()
-    progress = RunProgress(total=config.conversations, done=len(done), enabled=config.progress, llms=context.llms)
+    progress = RunProgress(
+        total=config.conversations,
+        done=len(done),
+        enabled=config.progress,
+        llms=context.llms,
+        label=progress_label or "conversations",
+        plain=plain_progress,
+    )
     remote_usage: dict[str, Any] = {}  # LLM usage of conversations run in other processes (ray executor)
     failed = True
     try:
         if config.executor == "ray":
             from usersimcrs.engine.ray_executor import iter_conversations_ray
 
-            stream = iter_conversations_ray(config, indices, source=source, run_dir=output_dir, usage=remote_usage)
+            stream = iter_conversations_ray(
+                config, indices, source=source, run_dir=output_dir, usage=remote_usage, recorded=files
+            )
         else:
             stream = iter_conversations(config, context, indices, source=source, plugins=plugins)
         # aclosing: on any error the stream is closed here, so the conversations in flight are cancelled
@@ -319,7 +383,7 @@ async def _run_locked(
     finally:
         summary.wall_s = time.perf_counter() - started
         try:
-            _finish_manifest(config, folder, previous, summary, context, remote_usage, sessions)
+            _finish_manifest(config, folder, previous, summary, context, remote_usage, sessions, files)
         except StorageError:
             if not failed:
                 raise  # the run itself went well: the manifest's failure is the error to report
@@ -339,6 +403,7 @@ def _finish_manifest(
     context: RunContext,
     remote_usage: dict[str, Any],
     sessions: int,
+    files: dict[str, dict[str, str]],
 ) -> None:
     """The manifest at the end of a session: counts from the file, LLM usage, timings, status."""
     usage = add_summaries(_usage(context), remote_usage)
@@ -347,7 +412,7 @@ def _finish_manifest(
     summary.ambiguous_items = counts["ambiguous_items"]
     summary.user_turns = counts["user_turns"]
     complete = counts["completed"] + counts["failed"] >= config.conversations
-    manifest = _manifest(config, previous, status="completed" if complete else "interrupted")
+    manifest = _manifest(config, previous, status="completed" if complete else "interrupted", files=files)
     manifest["dialogues"] = counts
     manifest["llm"] = summary.llm
     if context.llms is not None and hasattr(context.llms, "models"):
@@ -389,19 +454,22 @@ def _usage(context: RunContext) -> dict[str, Any]:
     return {}
 
 
-def _manifest(config: RunConfig, previous: dict[str, Any], *, status: str) -> dict[str, Any]:
+def _manifest(
+    config: RunConfig, previous: dict[str, Any], *, status: str, files: dict[str, dict[str, str]]
+) -> dict[str, Any]:
     llm = config.llm.model_dump(mode="json")
     return {
         **previous,  # sections added by other commands (judges, metrics) survive a resume
         "name": config.name,
         "status": status,
         "config": config.model_dump(mode="json"),
+        "simulator_options": simulator_options(config.simulator),
         "config_hash": config.config_hash(),
         "seeds": {"run": config.seed, "scheme": "sha256(run_seed:index)"},
         "models": {"default": {"backend": llm.get("backend"), "model": llm.get("model")}, **config.llm_components},
         "environment": {**environment(), "event_loop": _loop_kind()},
         "created": previous.get("created") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "data_files": data_files(config),  # which of path / fallback_path each data section used
+        "data_files": files,  # the file each data input read (path or fallback_path) and its SHA-256
         "dialogues": previous.get("dialogues", {"completed": 0, "failed": 0, "ambiguous_items": 0}),
         "llm": previous.get("llm", {}),
     }

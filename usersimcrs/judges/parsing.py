@@ -7,8 +7,8 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+from usersimcrs.core.secrets import public_url
 from usersimcrs.core.usage import Usage
 from usersimcrs.errors import UserError
 from usersimcrs.judges.base import Status
@@ -215,16 +215,6 @@ def model_key(llm: Any) -> str:
     """``backend:model`` of an LLM (or of a result), the model identity recorded on a judgment."""
     backend, model = getattr(llm, "backend", "") or "", getattr(llm, "model", "") or ""
     return f"{backend}:{model}" if backend and model else model
-
-
-def public_url(url: str | None) -> str:
-    """`url` without user info or query (they may carry credentials), for error messages."""
-    if not url:
-        return ""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def permanent_failure(llm: Any, exc: PermanentLLMError) -> PermanentLLMError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,6 +34,16 @@ class LLMResult(BaseModel):
     parse_error: str | None = None
 
 
+@dataclass(frozen=True)
+class PreflightTarget:
+    """Where a backend's preflight sends its one cheap GET (the server's model list: no tokens, no model
+    load) and with which headers (the run's key among them, never shown)."""
+
+    url: str
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    key_env: str | None = None  # the *name* of the variable holding the key, for the message on a refused key
+
+
 class LLM(ABC):
     """A chat model behind one call site for caching, retries, limits and accounting.
 
@@ -56,6 +67,11 @@ class LLM(ABC):
         component: str = "default",
     ) -> LLMResult:
         """Complete a chat; with `schema`, the reply is constrained to it and parsed into `parsed`."""
+
+    def preflight_target(self) -> PreflightTarget | None:
+        """The request that shows, before a command's first call, that the server answers and takes our
+        credentials (`llm/preflight.py`); None: nothing to reach (the embedded model), not checked."""
+        return None
 
     async def aclose(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Release connections."""

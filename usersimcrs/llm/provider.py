@@ -50,7 +50,7 @@ class LLMProvider:
             return self.config.merged(override)
         except ValidationError as exc:
             raise ConfigError(
-                describe_validation_error(exc, source=None, prefix=f"llm_components.{component}")
+                describe_validation_error(exc, source=None, prefix=f"llm_components.{component}", model=LLMConfig)
             ) from None
 
     def resolved_config(self, component: str) -> LLMConfig:

@@ -54,6 +54,11 @@ class MetricFamily:
         """Whether `metric` stays defined on a conversation that did not happen (an outcome); default no."""
         return False
 
+    def kept_without_system_turn(self, metric: str) -> bool:
+        """Whether `metric` is measured on a conversation that ended, without an error, before any system
+        turn (a user who said one thing and left); default: the outcomes (`kept_on_failure`)."""
+        return self.kept_on_failure(metric)
+
     def per_conversation(self, dialogue: Dialogue, ctx: MetricContext) -> dict[str, Value]:
         """Metric name -> value for one conversation (None when undefined, e.g. no targets)."""
         raise NotImplementedError

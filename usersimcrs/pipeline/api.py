@@ -194,6 +194,7 @@ async def simulate_async(
             plugins=plugins,
             context=context,
             check_crs=crs_factory is None,
+            check_llms=crs_factory is None and simulator_factory is None,  # a Python object's LLMs are its own
         )
     finally:
         await context.aclose()

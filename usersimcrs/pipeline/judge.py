@@ -8,6 +8,8 @@ holds the folder's writer lock; a file whose conversation IDs repeat is refused 
 matrix (simulated, or a converted human corpus such as CRSArena-Eval's) is judged cell by cell, each
 cell's judgments in its own folder, where `export-run` and `meta-eval` read them.
 
+Before the first call each LLM server the judge calls is preflighted (`usersimcrs.llm.preflight`): one
+that is down or refuses the key stops the judging with one line naming its URL, nothing written.
 A permanent LLM failure (refused key, unknown model, wrong URL) or a configuration error stops the
 whole judging at once with a `UserError` naming the model and server: rows already written stay,
 nothing is written for the conversations not judged. Transient failures are recorded per judgment
@@ -63,6 +65,7 @@ class JudgeRequest(BaseModel):
     model: str | None = None
     base_url: str | None = None
     model_path: str | None = None
+    items: str | None = Field(default=None, description="--judge learned: the item catalogue, when moved")
     models_file: str | None = Field(default=None, description="YAML: component -> LLM settings (mixture of evaluators)")
     prompts: str | None = Field(default=None, description="YAML replacing keys of the judges' scaffolding texts")
     batch_aspects: bool = Field(default=False, description="score all aspects/factors of a conversation in one call")
@@ -78,6 +81,11 @@ class JudgeRequest(BaseModel):
         le=1.0,
         description="`judge` exits 3 when a larger share of the judgments asked for has no value (parse, range or "
         "LLM failures)",
+    )
+    preflight: bool = Field(
+        default=True,
+        description="before the first call, one GET shows each LLM server the judge calls answers and takes the key "
+        "(a server that cannot be used stops the judging with one line)",
     )
 
 
@@ -210,7 +218,36 @@ def build_judge(request: JudgeRequest) -> Judge:
     options = judge_options(request)
     if not cls.uses_llm and request.model:  # a judge without an LLM reads --model as its model file
         options["model"] = request.model
+    if request.items:
+        options["items"] = request.items
     return cls(validate(cls.Config, options, source=f"judge {request.judge}", prefix="option"))
+
+
+def preflight_components(judge: Judge) -> list[str]:
+    """The LLM components a judge calls, whose servers are checked before its first call (none without an LLM)."""
+    return (judge.components() or ["default"]) if judge.uses_llm else []
+
+
+async def check_judge_llms(
+    request: JudgeRequest, run_config: dict[str, Any], *, checked: dict[Any, str] | None = None
+) -> list[str]:
+    """Preflight the LLM servers judging a run of `run_config` (a config as a manifest stores it) would call,
+    before that run exists (a matrix checks its judges before its first cell); returns the URLs checked."""
+    from usersimcrs.judges.components import expand_models_map, load_models_map
+    from usersimcrs.llm.preflight import check_llms
+    from usersimcrs.llm.provider import LLMProvider
+
+    judge = build_judge(request)
+    if not request.preflight or not judge.uses_llm:
+        return []
+    models = load_models_map(request.models_file) if request.models_file else {}
+    provider = LLMProvider(
+        base_llm_config(request, {"config": run_config}), expand_models_map(models, judge.component_chains())
+    )
+    try:
+        return await check_llms(provider, preflight_components(judge), checked=checked)
+    finally:
+        await provider.aclose()
 
 
 def base_llm_config(request: JudgeRequest, manifest: dict[str, Any]) -> LLMConfig:
@@ -405,6 +442,7 @@ async def _judge_locked(
 ) -> JudgeResult:
     from usersimcrs.judges.components import expand_models_map
     from usersimcrs.judges.runner import load_judgments, read_dialogues, select
+    from usersimcrs.llm.preflight import check_llms
     from usersimcrs.llm.provider import LLMProvider
     from usersimcrs.runtime.context import RunContext
 
@@ -430,6 +468,8 @@ async def _judge_locked(
         if todo and not request.dry_run:
             for name in judge.all_names():  # builds every LLM it needs: a missing key stops here, before any call
                 model_of(name)
+            if request.preflight:  # a server down or refusing the key: one line, nothing written
+                await check_llms(provider, preflight_components(judge))
         result = JudgeResult(
             judge=judge.name,
             judgments_path=str(folder.judgments_path),

@@ -80,8 +80,10 @@ class DualPromptSimulator(SinglePromptSimulator):
                 closing = self.user_utterance(text, generation=STOP_TEMPLATE, stop_decision=decision)
                 return Stop(reason="user_stop", utterance=closing)
         generated = await self.generate(self.messages(dialogue.utterances), turn=turn, history=dialogue.utterances)
-        sent = self.usable(generated, turn)
-        return self.user_utterance(sent.text, generation=sent.source, stop_decision=decision)
+        sent = self.usable(generated, turn)  # its stopping prompt decides the end: an end asked for here is ignored
+        return self.user_utterance(
+            sent.text, generation=sent.source, stop_decision=decision, **self.end_ignored(generated)
+        )
 
     def stop_messages(self, history: list[Utterance]) -> list[Message]:
         """The stopping prompt: task as a yes/no decision, persona, need and the whole history."""

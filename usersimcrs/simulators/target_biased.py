@@ -158,7 +158,7 @@ class TargetBiasedSimulator(LLMUserSimulator):
 
     async def start(self) -> Utterance | None:
         generated = await self.generate(self.messages([], "opening"), turn=0)
-        return self.say(generated, 0, round=0)
+        return self.say(generated, 0, round=0, **self.end_ignored(generated))
 
     async def respond(self, dialogue: Dialogue) -> Utterance | Stop:
         turn = user_turn_count(dialogue)
@@ -177,19 +177,19 @@ class TargetBiasedSimulator(LLMUserSimulator):
             return await self.stop("target_hit", dialogue, turn, info, closing=closing)
         if ranks and ranks[-1] is not None:
             rank = ranks[-1]
-            generated = await self.generate(
+            asked = await self.generate(
                 self.messages(dialogue.utterances, "introduce", rank=rank), turn=turn, history=dialogue.utterances
             )
-            generated = self.usable(generated, turn)
+            generated = self.usable(asked, turn)
             if generated.source.startswith("fallback"):  # the canned line of this step, still labelled a fallback
                 generated = Generated(fill(self.prompt["introduce_fallback"], {"rank": rank}), False, generated.source)
-            return self.say(generated, turn, ask_introduce=True, hit_rank=rank, **info)
+            return self.say(generated, turn, ask_introduce=True, hit_rank=rank, **info, **self.end_ignored(asked))
         if rounds >= self.cfg.max_rounds:
             return await self.stop("max_rounds_no_hit", dialogue, turn, info)
         generated = await self.generate(
             self.messages(dialogue.utterances, "next"), turn=turn, history=dialogue.utterances
         )
-        return self.say(generated, turn, **info)
+        return self.say(generated, turn, **info, **self.end_ignored(generated))  # its rules decide the end
 
     async def stop(
         self, reason: str, dialogue: Dialogue, turn: int, info: dict[str, Any], *, closing: str | None = None

@@ -133,10 +133,12 @@ class TargetFreeSimulator(LLMUserSimulator):
 
     async def start(self) -> Utterance | None:
         await self.ensure_narrative()
-        generated = self.usable(await self.generate(self.response_messages([], []), turn=0), 0)
+        generated = await self.generate(self.response_messages([], []), turn=0)
+        sent = self.usable(generated, 0)
         return self.user_utterance(
-            generated.text,
-            generation=generated.source,
+            sent.text,
+            generation=sent.source,
+            **self.end_ignored(generated),
             reflected_preferences=[],
             narrative=self.narrative,
             narrative_source=self.narrative_source,
@@ -200,7 +202,7 @@ class TargetFreeSimulator(LLMUserSimulator):
             closing = self.user_utterance(generated.text, **metadata) if generated.text else None
             return Stop(reason="user_stop", utterance=closing)
         sent = self.usable(generated, turn)
-        return self.user_utterance(sent.text, **{**metadata, "generation": sent.source})
+        return self.user_utterance(sent.text, **{**metadata, "generation": sent.source}, **self.end_ignored(generated))
 
     # -- reflected preferences ----------------------------------------------------------------
 
@@ -307,7 +309,11 @@ class TargetFreeSimulator(LLMUserSimulator):
         return squeeze(
             fill(
                 self.prompt["system"],
-                {"narrative": self.narrative, "persona_section": optional(sections.get("persona"), persona)},
+                {
+                    "narrative": self.narrative,
+                    "persona_section": optional(sections.get("persona"), persona),
+                    **self.style_sections(),
+                },
             )
         )
 

@@ -20,7 +20,7 @@ recommends unseen movies of the genres the user named. Every reply route can inj
 reset) by a scripted sequence or by seeded shares. Each server logs what it received and the
 items it sent, so tests can compare parsed lists with what went over the wire.
 
-Run one by hand::
+Run one by hand (it serves until Ctrl-C or SIGTERM; a port in use or a missing catalog is one error line)::
 
     python -m usersimcrs.testing.crs_servers ievalm --port 5005
 """
@@ -36,8 +36,10 @@ import itertools
 import json
 import random
 import re
+import signal
 import socket
 import struct
+import sys
 import threading
 import time
 import unicodedata
@@ -864,23 +866,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--missing-share", type=float, default=0.0, help="ievalm: share of titles not in the catalog")
     args = parser.parse_args(argv)
     rates = {kind: float(share) for kind, _, share in (f.partition("=") for f in args.fault)}
-    options: dict[str, Any] = {"catalog": load_catalog(args.catalog)} if args.catalog else {}
+    try:
+        options: dict[str, Any] = {"catalog": load_catalog(args.catalog)} if args.catalog else {}
+    except OSError as exc:
+        print(f"error: --catalog {args.catalog}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     if args.protocol == "ievalm":
         titles = TitleStyle(variant_share=args.variant_share, missing_share=args.missing_share, seed=args.seed)
         options.update(every_turn=args.every_turn, titles=titles)
-    server = serve(
-        args.protocol,
-        faults=FaultPlan(rates=rates, seed=args.seed),
-        port=args.port,
-        close_after_reply=args.http10,
-        **options,
-    )
-    print(f"{args.protocol} CRS listening on {server.url}", flush=True)
     try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        server.stop()
+        server = serve(
+            args.protocol,
+            faults=FaultPlan(rates=rates, seed=args.seed),
+            port=args.port,
+            close_after_reply=args.http10,
+            **options,
+        )
+    except OSError as exc:
+        print(f"error: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"{args.protocol} CRS listening on {server.url}", flush=True)
+    stop = threading.Event()
+    # Ctrl-C or SIGTERM stops it cleanly, also when a shell started it in the background (SIGINT ignored there)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
     return 0
 
 

@@ -5,7 +5,8 @@ It answers `/v1/chat/completions` and `/v1/models` the way the official `openai`
 come from a script (a list, or a callable given the request JSON) or, by default, are derived
 deterministically from the prompt: plain text, or a JSON value that satisfies the requested schema.
 
-Latency, jitter and faults are configurable: by script (one entry per chat request) or by share
+With `api_key` set, a request without `Authorization: Bearer <api_key>` gets 401, as a hosted API
+answers a refused key. Latency, jitter and faults are configurable: by script (one entry per chat request) or by share
 (drawn from a seeded RNG). Faults: ``500``, ``429`` (with Retry-After), ``hang`` (no answer past the
 client's timeout), ``malformed`` (truncated JSON body), ``empty`` (a valid reply with no text) and
 ``reset`` (the connection is reset).
@@ -169,7 +170,9 @@ class LLMServer:
         host: str = "127.0.0.1",
         port: int = 0,
         booleans: bool | None = None,
+        api_key: str | None = None,
     ) -> None:
+        self.api_key = api_key  # when set, other keys (and none) get 401
         self.booleans = booleans  # fixed booleans in unscripted JSON replies (None: varied by the prompt)
         self.latency_ms = latency_ms
         self.jitter_ms = jitter_ms
@@ -382,6 +385,8 @@ class _Handler(BaseHTTPRequestHandler):
         app = self.server.app
         path = self.path.split("?", 1)[0]
         app._begin(LoggedRequest(path=path, body=None, protocol=_protocol(path), headers=dict(self.headers)))
+        if not self._authorized(app):
+            return
         if path == "/v1/models":
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "usersimcrs"} for m in app.models]
             self._send_json(200, {"object": "list", "data": data})
@@ -421,12 +426,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": f"no route {path}"})
             return
         try:
+            if not self._authorized(app):
+                return
             if not isinstance(body, dict):
                 self._send_json(400, _error_body(protocol, "request body is not a JSON object"))
                 return
             self._chat(app, protocol, body, entry)
         finally:
             app._end_chat()
+
+    def _authorized(self, app: LLMServer) -> bool:
+        """True without an `api_key`, or with its bearer token; else answers 401 as OpenAI does."""
+        if app.api_key is None or self.headers.get("Authorization") == f"Bearer {app.api_key}":
+            return True
+        self._send_json(401, _error_body(_protocol(self.path), "Incorrect API key provided"))
+        return False
 
     # -- chat ------------------------------------------------------------------------------
     def _chat(self, app: LLMServer, protocol: str, body: dict[str, Any], entry: LoggedRequest) -> None:

@@ -29,6 +29,7 @@ class LearnedJudgeOptions(JudgeOptions):
     """The learned judge's options: the model file (the command line's --model)."""
 
     model: str | None = Field(default=None, description="model file from `usersimcrs evaluator train`")
+    items: str | None = Field(default=None, description="the item catalogue, when not where the model was trained")
 
 
 class LearnedJudge(Judge):
@@ -46,7 +47,7 @@ class LearnedJudge(Judge):
             raise ConfigError("judge learned: give the model file with --model MODEL (usersimcrs evaluator train)")
         from usersimcrs.judges.learned.model import Evaluator
 
-        self.evaluator: Evaluator = Evaluator.load(path)
+        self.evaluator: Evaluator = Evaluator.load(path, getattr(self.config, "items", None))
         self.model_key = "learned:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
         aspects = self.evaluator.model.aspects
         wanted = self.config.criteria

@@ -16,7 +16,7 @@ from usersimcrs.core.retry import parse_retry_after
 from usersimcrs.core.usage import Usage
 from usersimcrs.llm.backends.common import close_transports, message_dicts, ollama_host
 from usersimcrs.llm.backends.lean_http import LeanHTTP
-from usersimcrs.llm.base import LLM, LLMResult, Message
+from usersimcrs.llm.base import LLM, LLMResult, Message, PreflightTarget
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.failures import TransientLLMError, status_error
 from usersimcrs.llm.loops import PerLoop
@@ -39,9 +39,10 @@ class OllamaChat(LLM):
         self.host = ollama_host(config)
         headers = headers_from_env(config.headers_env, section="llm")
         self._secrets = list(headers.values())
+        self._wire_headers = self._with_api_key(headers)
         self._lean: LeanHTTP | None = None
         if config.client == "lean":
-            self._lean = self._lean_transport(headers)
+            self._lean = self._lean_transport()
         self._client = PerLoop(lambda: self._official_client(headers))
 
     def _official_client(self, headers: dict[str, str]) -> ollama.AsyncClient:
@@ -55,21 +56,30 @@ class OllamaChat(LLM):
             event_hooks={"response": [self._raise_for_status]},
         )
 
-    def _lean_transport(self, headers: dict[str, str]) -> LeanHTTP:
-        """The lean transport, with the headers the official client would send (OLLAMA_API_KEY too)."""
+    def _with_api_key(self, headers: dict[str, str]) -> dict[str, str]:
+        """The headers the official client would send: the configured ones, OLLAMA_API_KEY as a bearer token."""
         wire_headers = dict(headers)
         api_key = os.environ.get("OLLAMA_API_KEY")
         if api_key and not any(name.lower() == "authorization" for name in wire_headers):
             wire_headers["Authorization"] = f"Bearer {api_key}"
             self._secrets.append(api_key)
+        return wire_headers
+
+    def _lean_transport(self) -> LeanHTTP:
+        """The lean transport, with the headers the official client would send (OLLAMA_API_KEY too)."""
         self._url = f"{self.host.rstrip('/')}/api/chat"
         return LeanHTTP(
             "ollama",
             connections=self.config.max_concurrency,
             timeout_s=self.config.timeout_s,
-            headers=wire_headers,
+            headers=self._wire_headers,
             secrets=self._secrets,
         )
+
+    def preflight_target(self) -> PreflightTarget:
+        """GET {host}/api/tags (the local models) with the headers of every call: answered without
+        loading a model."""
+        return PreflightTarget(f"{self.host.rstrip('/')}/api/tags", self._wire_headers, "OLLAMA_API_KEY")
 
     async def _raise_for_status(self, response: httpx.Response) -> None:
         """Classify HTTP errors here, where the Retry-After header is still at hand."""

@@ -18,7 +18,7 @@ from usersimcrs.core.usage import Usage
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.backends.common import close_transports, is_local_url, message_dicts
 from usersimcrs.llm.backends.lean_http import LeanHTTP
-from usersimcrs.llm.base import LLM, LLMResult, Message
+from usersimcrs.llm.base import LLM, LLMResult, Message, PreflightTarget
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, status_error
 from usersimcrs.llm.loops import PerLoop
@@ -58,13 +58,14 @@ class OpenAIChat(LLM):
         key = resolve_api_key(config)
         headers = headers_from_env(config.headers_env, section="llm")
         self._secrets = [key, *headers.values()]
+        self._wire_headers = {"Authorization": f"Bearer {key}", **headers}
         self._lean: LeanHTTP | None = None
         if config.client == "lean":
             self._lean = LeanHTTP(
                 "openai",
                 connections=config.max_concurrency,
                 timeout_s=config.timeout_s,
-                headers={"Authorization": f"Bearer {key}", **headers},
+                headers=self._wire_headers,
                 secrets=self._secrets,
             )
             self._url = f"{openai_base_url(config).rstrip('/')}/chat/completions"
@@ -158,6 +159,12 @@ class OpenAIChat(LLM):
         return LLMResult(
             text=text, usage=counts, latency_s=time.perf_counter() - started, model=self.model, backend=self.backend
         )
+
+    def preflight_target(self) -> PreflightTarget:
+        """GET {base_url}/models with the key and headers of every call (either client): free, and a
+        refused key is a 401 there."""
+        url = f"{openai_base_url(self.config).rstrip('/')}/models"
+        return PreflightTarget(url, self._wire_headers, self.config.api_key_env)
 
     async def aclose(self) -> None:
         """Close the HTTP pool."""

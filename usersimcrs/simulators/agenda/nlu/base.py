@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from usersimcrs.core.dialogue import Dialogue, Utterance
 from usersimcrs.core.items import ItemCollection
@@ -58,6 +58,8 @@ class NLUSettings:
 
 class NLU(ABC):
     """Turns the CRS's last utterance into agent dialogue acts."""
+
+    uses_llm: ClassVar[bool] = False  # calls the `nlu` LLM component (checked before a run)
 
     def __init__(self, settings: NLUSettings) -> None:
         self.settings = settings

@@ -32,6 +32,8 @@ def load_prompt(path: str = str(PROMPT_PATH)) -> dict[str, Any]:
 class LLMNLU(NLU):
     """Dialogue-act extraction by an LLM, with the rule NLU as the fallback."""
 
+    uses_llm = True
+
     def __init__(self, settings: NLUSettings, prompt: dict[str, Any] | None = None) -> None:
         super().__init__(settings)
         self.prompt = prompt or load_prompt()
