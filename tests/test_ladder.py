@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -90,7 +91,9 @@ def test_the_report_shows_the_ladder_and_a_verdict_per_score(ladder):
     assert html.count('class="verdict"') == 3
     assert "success orders the ladder: Kendall tau" in html
     assert "user_turns does not order the ladder: the same mean on every rung" in html
-    assert (ladder / "out" / "report" / "tables" / "ladder_pairs.csv").exists()
+    pairs = pd.read_csv(ladder / "out" / "report" / "tables" / "ladder_pairs.csv", dtype=str)
+    assert pairs["pair"].iloc[0] == "oracle − oracle_mix30"
+    assert "< 0.001" in set(pairs["p (permutation)"]) and "0.000" not in set(pairs["p (permutation)"])
 
 
 def test_a_score_that_cannot_be_computed_for_a_rung_stops_with_one_line(ladder, capsys):

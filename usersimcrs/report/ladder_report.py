@@ -12,6 +12,7 @@ from usersimcrs.analysis.ladder import LadderResult, ScoreLadder
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
+from usersimcrs.report.tables import p_value_text
 
 
 def _interval(value: float | None, low: float | None, high: float | None) -> str:
@@ -62,7 +63,7 @@ def pairs_table(result: LadderResult) -> pd.DataFrame:
                     "pair": f"{pair.better} − {pair.worse}",
                     "n pairs": pair.n_pairs,
                     "difference [95% CI]": _interval(pair.difference, pair.ci_low, pair.ci_high),
-                    "p (permutation)": "–" if pair.p_value is None else f"{pair.p_value:.3f}",
+                    "p (permutation)": "–" if pair.p_value is None else p_value_text(pair.p_value),
                     "power as run": "–" if pair.power_at_observed_n is None else f"{pair.power_at_observed_n:.0%}",
                     "n for 80% power": "–" if pair.n_for_80_power is None else str(pair.n_for_80_power),
                     "why no figure": pair.power_notes or "",
