@@ -48,7 +48,8 @@ def test_power_grows_with_n_and_the_estimate_is_reproducible():
 def test_no_figure_comes_with_its_reason():
     assert n_for_power(np.zeros(50)).power_notes.startswith("no difference at all")
     assert "mean paired difference is 0" in n_for_power(np.array([1.0, -1.0] * 25)).power_notes
-    assert "too few" in n_for_power([1.0]).power_notes
+    assert "too few" in n_for_power([1.0]).power_notes and "too few" in n_for_power([1.0, 0.0, 1.0, 1.0]).power_notes
+    assert n_for_power([1.0, 0.0, 1.0, 1.0, 1.0]).n_for_80_power is not None
     tiny = n_for_power(independent_rates(0.51, 0.5), largest=500)
     assert tiny.n_for_80_power is None and tiny.power_notes.startswith("more than 500 conversations")
 

@@ -24,6 +24,7 @@ EXACT_MAX = 10
 SIMULATIONS = 2000
 MAX_DISTINCT = 256  # distinct differences up to which a draw is a multinomial count per value
 MAX_N = 20000
+MIN_PAIRS = 5  # fewer observed differences are too few to resample a study from
 CHUNK_VALUES = 4_000_000  # draws x n (x sign patterns) held in memory at once
 
 
@@ -116,18 +117,15 @@ def n_for_power(
 ) -> PowerEstimate:
     """Conversations per CRS needed to see the observed paired difference with `target` power (see module doc).
 
-    Power rises with n, so the grid is searched in doubling steps, then by bisection; the draws at each n come from `seed` and n,
-    so the answer is reproducible. No figure (with the reason) for fewer than 2 pairs, no difference at
-    all, a mean difference of 0, or a need beyond `largest`.
+    Power rises with n, so the grid is searched in doubling steps, then by bisection; the draws at each n
+    come from `seed` and n, so the answer is reproducible. No figure (with the reason) for fewer than
+    MIN_PAIRS observed pairs, no difference at all, a mean difference of 0, or a need beyond `largest`.
     """
     d = np.asarray([v for v in differences if v is not None and np.isfinite(v)], dtype=float)
     observed = int(d.size)
-    if observed < 2:
-        return PowerEstimate(
-            n_for_80_power=None,
-            power_notes=f"{observed} paired difference(s): too few to resample",
-            observed_n=observed,
-        )
+    if observed < MIN_PAIRS:
+        note = f"{observed} paired difference(s): too few to resample a study from (at least {MIN_PAIRS})"
+        return PowerEstimate(n_for_80_power=None, power_notes=note, observed_n=observed)
     at_observed = power_at(d, observed, simulations=simulations, seed=seed, alpha=alpha)
     if not np.any(d):
         note = f"no difference at all: the two score alike on all {observed} paired conversations"
