@@ -530,6 +530,26 @@ def test_recommendations_are_compared_with_the_requested_genre_through_the_catal
     assert dict(zip(TURN_FEATURES, conversation_features(d).hand[0]))["a_genre_match"] == 0.0  # no catalogue
 
 
+def test_cross_validation_scores_the_held_out_crs_with_the_catalogue(trained):
+    """Each fold's model scores its held-out conversations with the item catalogue it was trained with
+    (before, the held-out conversations were scored without it: their catalogue features were 0)."""
+    from usersimcrs.analysis.evaluator_fit import cross_validate, fit
+    from usersimcrs.judges.learned.model import Evaluator
+    from usersimcrs.pipeline.evaluator import _training_set
+
+    corpus, _ = trained
+    data = _training_set(corpus, ITEMS)
+    two = np.flatnonzero(np.isin(data.systems, ["barcor_redial", "chatgpt_redial"]))
+    data = data.subset(two)
+    held_out = np.flatnonzero(np.asarray(data.systems) == "barcor_redial")
+    predicted = {p.conv_id: p.dial_level_pred for p in cross_validate(data, folds=3, by="system")}
+    model = fit(data.subset(np.setdiff1d(np.arange(len(data.systems)), held_out)), folds=3)
+    expected = Evaluator(model, catalogue=data.catalogue).predict([data.dialogues[i] for i in held_out])
+    assert {p.conv_id: p.dial_level_pred for p in expected} == {p.conv_id: predicted[p.conv_id] for p in expected}
+    blind = Evaluator(model).predict([data.dialogues[i] for i in held_out])  # the catalogue features matter here
+    assert [p.dial_level_pred for p in blind] != [p.dial_level_pred for p in expected]
+
+
 def test_a_model_whose_catalogue_is_missing_stops_in_one_line(trained, tmp_path, capsys):
     import shutil
 
