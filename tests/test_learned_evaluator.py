@@ -530,6 +530,36 @@ def test_recommendations_are_compared_with_the_requested_genre_through_the_catal
     assert dict(zip(TURN_FEATURES, conversation_features(d).hand[0]))["a_genre_match"] == 0.0  # no catalogue
 
 
+def test_catalogue_items_and_undated_list_titles_are_counted_per_reply_and_per_conversation(tmp_path):
+    from usersimcrs.judges.learned.features import EXTRA_FEATURES, TURN_FEATURES, Catalogue, conversation_features
+
+    items = tmp_path / "items.csv"
+    items.write_text(
+        "movieId,title,genres,keywords\n1,Airplane! (1980),Comedy,spoof\n2,Heat (1995),Crime,heist\n"
+        "3,Alien (1979),Horror|Sci-Fi,space\n"
+    )
+    d = Dialogue(conversation_id="c")
+    d.add(Utterance(participant="USER", text="any good movies?"))
+    d.add(Utterance(participant="AGENT", text="I would recommend the following items:\n1: Heat (1995)\n2: Alien"))
+    d.add(Utterance(participant="USER", text="more please"))
+    d.add(
+        Utterance(participant="AGENT", text="I would recommend the following items:\n1  Alien\n2  Airplane!\n3  Nope")
+    )
+    f = conversation_features(d, catalogue=Catalogue.load(items))
+    first, second = (dict(zip(TURN_FEATURES, row)) for row in f.hand)
+    assert first["a_items_found"] == pytest.approx(np.log1p(2)) and first["a_new_items_found"] == first["a_items_found"]
+    assert second["a_items_found"] == pytest.approx(np.log1p(2))  # Alien and Airplane! ("Nope" is not an item)
+    assert second["a_new_items_found"] == pytest.approx(np.log1p(1))  # Alien was recommended before
+    # a list line without a year names a title: the second reply repeats one of its three, and brings two new
+    assert second["a_repeats_titles"] == pytest.approx(1 / 3) and second["a_new_titles"] == pytest.approx(np.log1p(2))
+    extra = dict(zip(EXTRA_FEATURES, f.extra))
+    assert extra["items_found_log"] == pytest.approx(np.log1p(3)) and extra["items_found_per_turn"] == 1.5
+    assert extra["distinct_titles_log"] == pytest.approx(np.log1p(4))  # heat, alien, airplane, nope
+    bare = conversation_features(d)  # without a catalogue: no items, the titles still count
+    items_columns = [TURN_FEATURES.index("a_items_found"), TURN_FEATURES.index("a_new_items_found")]
+    assert dict(zip(EXTRA_FEATURES, bare.extra))["items_found_log"] == 0.0 and not bare.hand[:, items_columns].any()
+
+
 def test_cross_validation_scores_the_held_out_crs_with_the_catalogue(trained):
     """Each fold's model scores its held-out conversations with the item catalogue it was trained with
     (before, the held-out conversations were scored without it: their catalogue features were 0)."""
