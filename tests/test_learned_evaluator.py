@@ -630,6 +630,36 @@ def test_the_report_shows_the_predicted_overall_beside_success(trained, simulate
     assert "(n=4)" in section and "retrieval" in section
 
 
+def test_the_report_uses_the_docs_model_path_when_it_is_there_and_says_which_file(
+    trained, simulated_run, tmp_path, monkeypatch, capsys
+):
+    import shutil
+
+    _, model = trained
+    monkeypatch.chdir(tmp_path)
+    run = str(simulated_run.path)
+    assert main(["report", run]) == 0  # no model at the docs' path: no section, no line about it
+    assert "learned evaluator" not in capsys.readouterr().out
+    assert "Learned evaluator</h2>" not in (simulated_run.path / "report.html").read_text(encoding="utf-8")
+    (tmp_path / "models").mkdir()
+    shutil.copy(model, tmp_path / "models" / "learned.json")
+    assert main(["report", run]) == 0
+    printed = capsys.readouterr().out
+    assert "learned evaluator: models/learned.json (the docs' model path), trained " in printed
+    page = (simulated_run.path / "report.html").read_text(encoding="utf-8")
+    assert "Learned evaluator</h2>" in page and "Model models/learned.json (trained " in page
+    assert main(["report", run, "--no-model"]) == 0
+    assert "Learned evaluator</h2>" not in (simulated_run.path / "report.html").read_text(encoding="utf-8")
+    stale = json.loads(model.read_text())
+    stale["features_version"] -= 1  # a model of an older usersimcrs is named and left out, never used
+    (tmp_path / "models" / "learned.json").write_text(json.dumps(stale))
+    capsys.readouterr()
+    assert main(["report", run]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert "models/learned.json" in line and "retrain" in line and "leaves it out" in line
+    assert "Learned evaluator</h2>" not in (simulated_run.path / "report.html").read_text(encoding="utf-8")
+
+
 def test_the_matrix_report_shows_every_crs_and_counts_the_training_conversations(trained, wider):
     from usersimcrs.pipeline.report import report
 
