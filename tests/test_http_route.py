@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -162,6 +164,43 @@ def test_a_proxied_llm_url_goes_through_the_official_client_and_its_proxy(backen
         monkeypatch.setenv("NO_PROXY", "127.0.0.1")
         result, route = asyncio.run(complete_once(config))
     assert result.text == "never" and route is not None and route.client == "lean"
+
+
+class Redirector(BaseHTTPRequestHandler):
+    """Answers every request with a 307 to the same path on another server (`server.target`)."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(307)
+        self.send_header("Location", f"{self.server.target}{self.path}")  # type: ignore[attr-defined]
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+@pytest.mark.parametrize("client", ["official", "lean"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_client_follows_a_redirect_so_the_key_goes_nowhere_else(backend, client, monkeypatch):
+    """The official clients follow redirects by default; ours do not, as the lean client (docs/design.md)."""
+    monkeypatch.setenv("REDIRECT_KEY", "secret-header-value")
+    redirector = ThreadingHTTPServer(("127.0.0.1", 0), Redirector)
+    threading.Thread(target=redirector.serve_forever, daemon=True).start()
+    try:
+        with LLMServer() as elsewhere:
+            redirector.target = elsewhere.url  # type: ignore[attr-defined]
+            base = f"http://127.0.0.1:{redirector.server_address[1]}" + ("/v1" if backend == "openai" else "")
+            config = LLMConfig(
+                backend=backend, model="m", base_url=base, client=client, retries=0, cache=False,
+                headers_env={"X-Api-Key": "REDIRECT_KEY"},
+            )  # fmt: skip
+            with pytest.raises(LLMError, match=r"HTTP 307: redirected to http://127\.0\.0\.1:\d+/.*, not followed"):
+                asyncio.run(complete_once(config))
+            assert elsewhere.requests == []
+    finally:
+        redirector.shutdown()
+        redirector.server_close()
 
 
 def test_client_lean_with_an_https_url_is_a_config_error(monkeypatch):

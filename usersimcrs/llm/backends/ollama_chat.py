@@ -18,7 +18,7 @@ from usersimcrs.llm.backends.common import close_transports, llm_route, message_
 from usersimcrs.llm.backends.lean_http import LeanHTTP
 from usersimcrs.llm.base import LLM, LLMResult, Message, PreflightTarget
 from usersimcrs.llm.config import LLMConfig
-from usersimcrs.llm.failures import TransientLLMError, status_error
+from usersimcrs.llm.failures import TransientLLMError, redirect_error, status_error
 from usersimcrs.llm.loops import PerLoop
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ class OllamaChat(LLM):
             host=self.host,
             timeout=self.config.timeout_s,
             headers=headers or None,
+            follow_redirects=False,  # the key and headers go to no other address
             event_hooks={"response": [self._raise_for_status]},
         )
 
@@ -87,7 +88,9 @@ class OllamaChat(LLM):
         )
 
     async def _raise_for_status(self, response: httpx.Response) -> None:
-        """Classify HTTP errors here, where the Retry-After header is still at hand."""
+        """Classify HTTP errors and redirects here, where the Retry-After and Location headers are at hand."""
+        if 300 <= response.status_code < 400:
+            raise redirect_error("ollama", response.status_code, response.headers.get("location"), self._secrets)
         if response.status_code < 400:
             return
         await response.aread()

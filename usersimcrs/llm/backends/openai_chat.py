@@ -20,7 +20,7 @@ from usersimcrs.llm.backends.common import close_transports, is_local_url, llm_r
 from usersimcrs.llm.backends.lean_http import LeanHTTP
 from usersimcrs.llm.base import LLM, LLMResult, Message, PreflightTarget
 from usersimcrs.llm.config import LLMConfig
-from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, status_error
+from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, redirect_error, status_error
 from usersimcrs.llm.loops import PerLoop
 
 if TYPE_CHECKING:
@@ -117,6 +117,10 @@ class OpenAIChat(LLM):
         try:
             response = await self._client.get().chat.completions.create(**kwargs)
         except openai.APIStatusError as exc:
+            if 300 <= exc.status_code < 400:
+                raise redirect_error(
+                    "openai", exc.status_code, exc.response.headers.get("location"), self._secrets
+                ) from None
             retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
             raise status_error("openai", exc.status_code, _message_of(exc), retry_after, self._secrets) from None
         except openai.APITimeoutError:
@@ -174,11 +178,17 @@ class OpenAIChat(LLM):
 
 
 def _official_client(config: LLMConfig, key: str, headers: dict[str, str]) -> openai.AsyncOpenAI:
-    """The official async client, its own retries off (ours are in front)."""
+    """The official async client, its own retries off (ours are in front) and redirects not followed (the key
+    and headers go to no other address)."""
     import openai
 
     return openai.AsyncOpenAI(
-        api_key=key, base_url=config.base_url, timeout=config.timeout_s, max_retries=0, default_headers=headers or None
+        api_key=key,
+        base_url=config.base_url,
+        timeout=config.timeout_s,
+        max_retries=0,
+        default_headers=headers or None,
+        http_client=openai.DefaultAsyncHttpxClient(timeout=config.timeout_s, follow_redirects=False),
     )
 
 
