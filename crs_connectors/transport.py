@@ -52,7 +52,7 @@ from usersimcrs.core.secrets import Secrets
 from usersimcrs.errors import ConnectorError
 from usersimcrs.llm.loops import PerLoop
 
-if TYPE_CHECKING:  # imported on first use: only a context that hands in an httpx client pays for it
+if TYPE_CHECKING:  # imported on first use: only a run with an https or proxied CRS (or a context's client) pays
     import httpx
 
 log = logging.getLogger(__name__)
@@ -310,12 +310,6 @@ class HTTPTransport:
         if self._httpx_jar is not None:
             names += [name for name in self._httpx_jar if name not in names]
         return names
-
-    def route(self, url: str) -> Route | None:
-        """Which of the pool's clients sends to `url` (None: every request goes through the context's client)."""
-        if self._httpx_client is not None or self._pool is None:
-            return None
-        return self._pool.route(url, self.options.client)
 
     async def aclose(self) -> None:
         """Close the pool this transport opened itself (never the run's shared one)."""
