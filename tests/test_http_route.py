@@ -13,14 +13,13 @@ import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
-import yaml
 
 from crs_connectors.base import build_connector
 from crs_connectors.transport import POOL_KEY, CRSPool
 from tests.connectors_support import catalog_items, scripted_conversation
+from tests.test_llm_preflight import run_config
 from tests.tls_support import TLSFiles, self_signed
 from usersimcrs.cli import main
 from usersimcrs.core.http_route import auto_route, choose_route, local_host
@@ -35,7 +34,6 @@ from usersimcrs.testing.crs_servers import IEvaLMApp, LocalCRSServer
 BACKENDS = ["openai", "ollama"]
 HELLO = [Message(role="user", content="Suggest a comedy")]
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
-DATA = Path(__file__).resolve().parents[1] / "configs" / "data"
 
 
 @pytest.fixture(autouse=True)
@@ -310,19 +308,7 @@ def test_the_run_manifest_records_the_client_of_each_endpoint(tmp_path, tls_file
     crs = LocalCRSServer(IEvaLMApp(), tls=tls_files.server_context()).start()
     try:
         with LLMServer() as llm:
-            config = {
-                "name": "routes",
-                "conversations": 2,
-                "max_turns": 2,
-                "progress": False,
-                "items": {"path": str(DATA / "tiny_movies.csv"), "delimiters": {"genres": "|"}},
-                "ratings": {"path": str(DATA / "tiny_ratings.csv")},
-                "llm": {"backend": "openai", "base_url": llm.openai_url, "model": "test-model"},
-                "simulator": {"type": "llm_single"},
-                "crs": {"type": "crs_arena", "url": crs.url},
-            }
-            path = tmp_path / "run.yaml"
-            path.write_text(yaml.safe_dump(config), encoding="utf-8")
+            path = run_config(tmp_path, llm.openai_url, conversations=2, crs={"type": "crs_arena", "url": crs.url})
             assert main(["run", str(path), "-o", str(tmp_path / "run")]) == 0
     finally:
         crs.stop()

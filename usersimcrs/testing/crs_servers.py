@@ -50,6 +50,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from usersimcrs.testing.tls import tls_accepted
+
 FAULT_KINDS = ("http_500", "hang", "non_json", "empty_text", "oversize", "reset")
 
 
@@ -707,11 +709,8 @@ class _HTTPServer(ThreadingHTTPServer):
     tls: ssl.SSLContext | None = None
 
     def get_request(self) -> tuple[Any, Any]:
-        """The accepted connection, in TLS when serving HTTPS (its handshake runs in the request's thread)."""
-        connection, address = super().get_request()
-        if self.tls is not None:
-            connection = self.tls.wrap_socket(connection, server_side=True, do_handshake_on_connect=False)
-        return connection, address
+        """The accepted connection, in TLS when serving HTTPS."""
+        return tls_accepted(super().get_request(), self.tls)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # faults (reset, client gone) are expected here

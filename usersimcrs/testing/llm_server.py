@@ -36,6 +36,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Sequence
 
+from usersimcrs.testing.tls import tls_accepted
+
 FAULTS = ("500", "429", "hang", "malformed", "empty", "reset")
 OPENAI_CHAT = "/v1/chat/completions"
 OLLAMA_CHAT = "/api/chat"
@@ -363,11 +365,8 @@ class _Server(ThreadingHTTPServer):
     tls: ssl.SSLContext | None = None
 
     def get_request(self) -> tuple[Any, Any]:
-        """The accepted connection, in TLS when serving HTTPS (its handshake runs in the request's thread)."""
-        connection, address = super().get_request()
-        if self.tls is not None:
-            connection = self.tls.wrap_socket(connection, server_side=True, do_handshake_on_connect=False)
-        return connection, address
+        """The accepted connection, in TLS when serving HTTPS."""
+        return tls_accepted(super().get_request(), self.tls)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients that hang up (timeouts, resets) are expected here; stay quiet."""
