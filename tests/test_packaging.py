@@ -37,6 +37,8 @@ def test_the_wheel_carries_the_bundled_data_and_no_generic_packages(tmp_path):
         "usersimcrs/judges/rubrics.py",
         "usersimcrs/studio/static/studio.css",
         "usersimcrs/studio/templates/chat.html",
+        "usersimcrs/core/data/human_reference.json",  # fidelity's default and the LLM users' style defaults
+        "usersimcrs/simulators/agenda/prompts/seeker_acts.yaml",
     ):
         assert needed in names, needed
     assert not [n for n in names if n.endswith(".py") and n.startswith("usersimcrs/_bundled/")]

@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "evaluator",
     "export_run",
     "fidelity",
+    "fidelity_reference",
     "studio",
 ]
 

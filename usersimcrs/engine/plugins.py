@@ -15,6 +15,7 @@ from crs_connectors.base import CRSConnector, connector_spec
 from usersimcrs.config import RunConfig, validate_section
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.core.validation import require_key
+from usersimcrs.errors import UserError
 from usersimcrs.registry import Registry
 from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.base import UserSimulator, simulators
@@ -63,6 +64,16 @@ def simulator_factory(
         return simulator
 
     return build
+
+
+def simulator_options(section: dict[str, Any]) -> dict[str, Any] | None:
+    """The simulator's options as validated, defaults filled in, for the manifest (some defaults, such as the
+    LLM users' style, come from data files); None when the section does not name a registered simulator."""
+    try:
+        _, options = _resolve(simulators, section, "simulator", "config", None)
+    except (UserError, ImportError, AttributeError):
+        return None
+    return options.model_dump(mode="json") if hasattr(options, "model_dump") else None
 
 
 def connector_factory(

@@ -7,9 +7,11 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from usersimcrs.analysis.human_reference import writing_summary
 from usersimcrs.analysis.run_metrics import evaluate, read_metrics, write_metrics
 from usersimcrs.analysis.summary import item_coverage
 from usersimcrs.core.generation import canned_mark, canned_warning, user_turn_kinds
+from usersimcrs.core.human_reference import load_reference
 from usersimcrs.core.run_folder import Run, load_run
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.metrics.item_resolution import is_item_metric
@@ -74,6 +76,9 @@ def overview_table(data: Run, conversations: pd.DataFrame) -> pd.DataFrame:
                 f"{turns['fallback']} / {turns['repaired']} / {turns['labelled']}",
             ),
         )
+    writing = writing_summary(data.dialogues, load_reference())
+    if writing is not None:  # were the users human-like? (the bundled reference of people writing to recommenders)
+        rows.insert(3, ("how these users write", writing.line()))
     return pd.DataFrame(rows, columns=["field", "value"]).astype({"value": str})
 
 

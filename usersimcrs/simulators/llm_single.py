@@ -88,6 +88,7 @@ class SinglePromptSimulator(LLMUserSimulator):
             "need_reminder": optional(sections.get("need_reminder"), need),
             "preferences_section": optional(sections.get("preferences"), prefs),
             "examples_section": optional(sections.get("examples"), self.examples()),
+            **self.style_sections(),
             "end_instruction": fill(self.prompt.get("end_instruction", {}).get(mode, ""), {"stop_token": stop_token}),
             "format": self.prompt.get("format", {}).get(mode, ""),
             "stop_token": stop_token,

@@ -309,7 +309,11 @@ class TargetFreeSimulator(LLMUserSimulator):
         return squeeze(
             fill(
                 self.prompt["system"],
-                {"narrative": self.narrative, "persona_section": optional(sections.get("persona"), persona)},
+                {
+                    "narrative": self.narrative,
+                    "persona_section": optional(sections.get("persona"), persona),
+                    **self.style_sections(),
+                },
             )
         )
 

@@ -7,27 +7,29 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.dialogue import Dialogue, DialogueAct
 from usersimcrs.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.llm.base import LLM
+    from usersimcrs.simulators.agenda.nlg.corpus import SeekerPool
 
 
 class NLGResult(BaseModel):
-    """The generated text and how it was made (template key, llm, or a fallback note)."""
+    """The generated text and how it was made (template key, llm, corpus, or a fallback note)."""
 
     model_config = ConfigDict(extra="forbid")
 
     text: str
     source: str
+    origin: list[str] = Field(default_factory=list, description="IDs of the corpus messages used (corpus NLG)")
 
 
 @dataclass
 class NLGSettings:
-    """Templates (defaults and mined), few-shot examples, and the model for the LLM NLG."""
+    """Templates (defaults and mined), few-shot examples, the model for the LLM NLG, the corpus NLG's pool."""
 
     defaults: dict[str, tuple[str, ...]]
     mined: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -36,6 +38,7 @@ class NLGSettings:
     few_shot: int = 4
     max_tokens: int = 60
     history_turns: int = 4
+    corpus: Callable[[], SeekerPool] | None = None
 
 
 class NLG(ABC):
@@ -58,5 +61,6 @@ nlg_components: Registry[type[NLG]] = Registry(
     {
         "template": "usersimcrs.simulators.agenda.nlg.template:TemplateNLG",
         "llm": "usersimcrs.simulators.agenda.nlg.llm:LLMNLG",
+        "corpus": "usersimcrs.simulators.agenda.nlg.corpus:CorpusNLG",
     },
 )
