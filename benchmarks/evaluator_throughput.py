@@ -8,7 +8,7 @@ under new conversation IDs, in a temporary folder (nothing lands in the reposito
 per second for reading and scoring and for the whole command (model loading and writing included),
 per CPU-second, and the load average after each, in one process (--workers 0) and with the default
 worker processes (one per CPU, each reading and scoring its own spans of the file).
-Goal (issue 31, feature set v3 with the item catalogue): >= 500 conversations/s on 2 cores (issue 18
+Goal (issue 31, feature set v3 and later, with the item catalogue): >= 500 conversations/s on 2 cores (issue 18
 asked 2,000 of feature set v2).
 """
 

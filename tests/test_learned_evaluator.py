@@ -530,6 +530,56 @@ def test_recommendations_are_compared_with_the_requested_genre_through_the_catal
     assert dict(zip(TURN_FEATURES, conversation_features(d).hand[0]))["a_genre_match"] == 0.0  # no catalogue
 
 
+def test_catalogue_items_and_undated_list_titles_are_counted_per_reply_and_per_conversation(tmp_path):
+    from usersimcrs.judges.learned.features import EXTRA_FEATURES, TURN_FEATURES, Catalogue, conversation_features
+
+    items = tmp_path / "items.csv"
+    items.write_text(
+        "movieId,title,genres,keywords\n1,Airplane! (1980),Comedy,spoof\n2,Heat (1995),Crime,heist\n"
+        "3,Alien (1979),Horror|Sci-Fi,space\n"
+    )
+    d = Dialogue(conversation_id="c")
+    d.add(Utterance(participant="USER", text="any good movies?"))
+    d.add(Utterance(participant="AGENT", text="I would recommend the following items:\n1: Heat (1995)\n2: Alien"))
+    d.add(Utterance(participant="USER", text="more please"))
+    d.add(
+        Utterance(participant="AGENT", text="I would recommend the following items:\n1  Alien\n2  Airplane!\n3  Nope")
+    )
+    f = conversation_features(d, catalogue=Catalogue.load(items))
+    first, second = (dict(zip(TURN_FEATURES, row)) for row in f.hand)
+    assert first["a_items_found"] == pytest.approx(np.log1p(2)) and first["a_new_items_found"] == first["a_items_found"]
+    assert second["a_items_found"] == pytest.approx(np.log1p(2))  # Alien and Airplane! ("Nope" is not an item)
+    assert second["a_new_items_found"] == pytest.approx(np.log1p(1))  # Alien was recommended before
+    # a list line without a year names a title: the second reply repeats one of its three, and brings two new
+    assert second["a_repeats_titles"] == pytest.approx(1 / 3) and second["a_new_titles"] == pytest.approx(np.log1p(2))
+    extra = dict(zip(EXTRA_FEATURES, f.extra))
+    assert extra["items_found_log"] == pytest.approx(np.log1p(3)) and extra["items_found_per_turn"] == 1.5
+    assert extra["distinct_titles_log"] == pytest.approx(np.log1p(4))  # heat, alien, airplane, nope
+    bare = conversation_features(d)  # without a catalogue: no items, the titles still count
+    items_columns = [TURN_FEATURES.index("a_items_found"), TURN_FEATURES.index("a_new_items_found")]
+    assert dict(zip(EXTRA_FEATURES, bare.extra))["items_found_log"] == 0.0 and not bare.hand[:, items_columns].any()
+
+
+def test_cross_validation_scores_the_held_out_crs_with_the_catalogue(trained):
+    """Each fold's model scores its held-out conversations with the item catalogue it was trained with
+    (before, the held-out conversations were scored without it: their catalogue features were 0)."""
+    from usersimcrs.analysis.evaluator_fit import cross_validate, fit
+    from usersimcrs.judges.learned.model import Evaluator
+    from usersimcrs.pipeline.evaluator import _training_set
+
+    corpus, _ = trained
+    data = _training_set(corpus, ITEMS)
+    two = np.flatnonzero(np.isin(data.systems, ["barcor_redial", "chatgpt_redial"]))
+    data = data.subset(two)
+    held_out = np.flatnonzero(np.asarray(data.systems) == "barcor_redial")
+    predicted = {p.conv_id: p.dial_level_pred for p in cross_validate(data, folds=3, by="system")}
+    model = fit(data.subset(np.setdiff1d(np.arange(len(data.systems)), held_out)), folds=3)
+    expected = Evaluator(model, catalogue=data.catalogue).predict([data.dialogues[i] for i in held_out])
+    assert {p.conv_id: p.dial_level_pred for p in expected} == {p.conv_id: predicted[p.conv_id] for p in expected}
+    blind = Evaluator(model).predict([data.dialogues[i] for i in held_out])  # the catalogue features matter here
+    assert [p.dial_level_pred for p in blind] != [p.dial_level_pred for p in expected]
+
+
 def test_a_model_whose_catalogue_is_missing_stops_in_one_line(trained, tmp_path, capsys):
     import shutil
 
@@ -578,6 +628,36 @@ def test_the_report_shows_the_predicted_overall_beside_success(trained, simulate
     assert "within-CRS r" in page and "leave-one-CRS-out" in page  # its agreement, never a bare number
     section = page.split("Learned evaluator</h2>")[1].split("<h2")[0]
     assert "(n=4)" in section and "retrieval" in section
+
+
+def test_the_report_uses_the_docs_model_path_when_it_is_there_and_says_which_file(
+    trained, simulated_run, tmp_path, monkeypatch, capsys
+):
+    import shutil
+
+    _, model = trained
+    monkeypatch.chdir(tmp_path)
+    run = str(simulated_run.path)
+    assert main(["report", run]) == 0  # no model at the docs' path: no section, no line about it
+    assert "learned evaluator" not in capsys.readouterr().out
+    assert "Learned evaluator</h2>" not in (simulated_run.path / "report.html").read_text(encoding="utf-8")
+    (tmp_path / "models").mkdir()
+    shutil.copy(model, tmp_path / "models" / "learned.json")
+    assert main(["report", run]) == 0
+    printed = capsys.readouterr().out
+    assert "learned evaluator: models/learned.json (the docs' model path), trained " in printed
+    page = (simulated_run.path / "report.html").read_text(encoding="utf-8")
+    assert "Learned evaluator</h2>" in page and "Model models/learned.json (trained " in page
+    assert main(["report", run, "--no-model"]) == 0
+    assert "Learned evaluator</h2>" not in (simulated_run.path / "report.html").read_text(encoding="utf-8")
+    stale = json.loads(model.read_text())
+    stale["features_version"] -= 1  # a model of an older usersimcrs is named and left out, never used
+    (tmp_path / "models" / "learned.json").write_text(json.dumps(stale))
+    capsys.readouterr()
+    assert main(["report", run]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert "models/learned.json" in line and "retrain" in line and "leaves it out" in line
+    assert "Learned evaluator</h2>" not in (simulated_run.path / "report.html").read_text(encoding="utf-8")
 
 
 def test_the_matrix_report_shows_every_crs_and_counts_the_training_conversations(trained, wider):

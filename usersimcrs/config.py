@@ -124,14 +124,22 @@ NOT_HASHED = ("output", "progress", "concurrency", "executor", "ray_address", "e
 NOT_HASHED_IN_SECTIONS = {"items": ("use_fallback",), "ratings": ("use_fallback",)}
 """Section settings left out of the hash: whether a fallback may be read (the file read is recorded in
 the manifest's `data_files`); runs made before the setting existed keep their hash."""
+HASHED_AS = {("llm", "client"): {"auto": "lean"}}
+"""Section settings hashed as the value that meant the same before: `llm.client: auto` (the default since
+issue #35; the HTTP client decides no conversation) as `lean` (the default before), so runs made before
+keep their hash and resume."""
 
 
 def _without_unhashed(data: dict[str, Any]) -> dict[str, Any]:
-    """`data` (a config as JSON) without the section settings of NOT_HASHED_IN_SECTIONS."""
+    """`data` (a config as JSON) without the section settings of NOT_HASHED_IN_SECTIONS, HASHED_AS applied."""
     out = dict(data)
     for section, keys in NOT_HASHED_IN_SECTIONS.items():
         if isinstance(out.get(section), dict):
             out[section] = {k: v for k, v in out[section].items() if k not in keys}
+    for (section, key), values in HASHED_AS.items():
+        part = out.get(section)
+        if isinstance(part, dict) and isinstance(part.get(key), str) and part[key] in values:
+            out[section] = {**part, key: values[part[key]]}
     return out
 
 

@@ -662,7 +662,8 @@ def cross_validate(
     for k, test in enumerate(outer):
         train = np.setdiff1d(np.arange(n), test)
         model = fit(data.subset(train), folds=folds, seed=seed)
-        predictions += Evaluator(model).predict([data.dialogues[i] for i in test])
+        # the test fold's features read the same catalogue as the training folds' (else they are 0 there)
+        predictions += Evaluator(model, catalogue=data.catalogue).predict([data.dialogues[i] for i in test])
         if on_fold is not None:
             on_fold(k + 1, len(outer))
     order = {cid: i for i, cid in enumerate(data.conversation_ids)}

@@ -15,8 +15,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--model",
         metavar="MODEL",
         help="a learned evaluator's model file (usersimcrs evaluator train): show each CRS's predicted "
-        "dialogue_overall beside its success, with the model's agreement on CRSs it never saw",
+        "dialogue_overall beside its success, with the model's agreement on CRSs it never saw (default: "
+        "models/learned.json when it is there, the path of the docs' train command; the file used is printed)",
     )
+    parser.add_argument("--no-model", action="store_true", help="no learned-evaluator section, even with a model")
     parser.add_argument(
         "--dedupe",
         action="store_true",
@@ -31,6 +33,13 @@ def handle(args: argparse.Namespace) -> int:
 
     config = load_metrics_config(args.config) if args.config else None
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
-    page = report(args.folder, config, metrics=metrics, seed=args.seed, dedupe=args.dedupe, learned_model=args.model)
+    model = None if args.no_model else args.model
+    if model is None and not args.no_model:
+        from usersimcrs.pipeline.evaluator import docs_model
+
+        model, line = docs_model()
+        if line:
+            print(line)
+    page = report(args.folder, config, metrics=metrics, seed=args.seed, dedupe=args.dedupe, learned_model=model)
     print(f"written: {page}")
     return 0

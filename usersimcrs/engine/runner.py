@@ -417,11 +417,23 @@ def _finish_manifest(
     manifest["llm"] = summary.llm
     if context.llms is not None and hasattr(context.llms, "models"):
         manifest["models"]["used"] = {**previous.get("models", {}).get("used", {}), **context.llms.models()}
+    manifest["http_clients"] = http_clients(context, previous.get("http_clients") or {})
     manifest["timings"] = {
         "wall_s": round(summary.wall_s + float(previous.get("timings", {}).get("wall_s", 0.0)), 3),
         "sessions": sessions,
     }
     folder.write_manifest(manifest)
+
+
+def http_clients(context: RunContext, previous: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Which HTTP client spoke to each LLM (by component) and CRS endpoint (by origin) of the run, and why
+    (`core/http_route.py`), over this session and the ones before it."""
+    from crs_connectors.transport import POOL_KEY, CRSPool  # as in build_context: the plug-in layer, on use
+
+    llms = context.llms.http_routes() if context.llms is not None and hasattr(context.llms, "http_routes") else {}
+    pool = context.cache.get(POOL_KEY)
+    crs = pool.routes() if isinstance(pool, CRSPool) else {}
+    return {"llm": {**previous.get("llm", {}), **llms}, "crs": {**previous.get("crs", {}), **crs}}
 
 
 def run(

@@ -275,11 +275,13 @@ def record_usage(
     summary: JudgeRunSummary,
     llm_usage: Mapping[str, Any],
     components: Iterable[str] = (),
+    http_clients: Mapping[str, Any] | None = None,
 ) -> dict:
     """Add this invocation's LLM work (the `JudgeUsage` the console prints) to ``manifest.json`` under
     ``judges`` (summed over invocations), overall, per judge and per judge model
-    (``by_model[backend:model][judge]``), failures by reason, and the prompt-prefix
-    reuse of the judge's LLM `components` (``prefix_reuse[judge]``, recomputed from the summed characters)."""
+    (``by_model[backend:model][judge]``), failures by reason, the prompt-prefix
+    reuse of the judge's LLM `components` (``prefix_reuse[judge]``, recomputed from the summed characters),
+    and the HTTP client of each LLM component (``http_clients``: URL, client and why; core/http_route.py)."""
     current = upgrade_legacy_usage(folder.read_manifest().get("judges", {}))  # older runs: `cached_calls`
     usage = summary.usage.model_dump()
     by_model = {
@@ -295,5 +297,6 @@ def record_usage(
         "statuses": add_summaries(current.get("statuses"), {judge_name: dict(summary.statuses)}),
         "failures": add_summaries(current.get("failures"), {judge_name: dict(summary.failures)}),
         "skipped_invalid": dict(summary.skipped_invalid),
+        "http_clients": {**current.get("http_clients", {}), **(http_clients or {})},
     }
     return folder.update_manifest({"judges": patch})

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from usersimcrs.core.http_route import Client, Route
 from usersimcrs.core.usage import Usage
 
 
@@ -42,6 +43,7 @@ class PreflightTarget:
     url: str
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     key_env: str | None = None  # the *name* of the variable holding the key, for the message on a refused key
+    client: Client = "lean"  # the client of the backend's calls: the check goes the same way (core/http_route.py)
 
 
 class LLM(ABC):
@@ -54,6 +56,7 @@ class LLM(ABC):
     backend: str = "abstract"
     model: str = ""
     max_parallel_calls: int | None = None  # a backend that serves fewer calls at once caps its slot to this
+    route: Route | None = None  # an HTTP backend: where its calls go and through which client (manifest)
 
     @abstractmethod
     async def complete(

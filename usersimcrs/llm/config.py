@@ -19,12 +19,14 @@ class LLMConfig(BaseModel):
     headers_env: dict[str, str] = Field(
         default_factory=dict, description="header name -> name of the environment variable holding its value"
     )
-    client: Literal["official", "lean"] = Field(
-        "lean",
+    client: Literal["auto", "lean", "official"] = Field(
+        "auto",
         description=(
-            "HTTP client of the openai/ollama backends: the toolkit's lean HTTP client (default: well under "
-            "0.1 ms of CPU per call) or the official library (about 3 ms per call); both speak the same wire "
-            "protocol. `aiohttp`, its name before issue #22, is read as `lean`"
+            "HTTP client of the openai/ollama backends: auto (default) takes the toolkit's lean client (well "
+            "under 0.1 ms of CPU per call) for plain http to localhost or a local address with no proxy set, "
+            "and the official library (about 3 ms per call, TLS and proxies) for anything else; lean or "
+            "official forces one (lean cannot speak https). Both send the same request. `aiohttp`, the lean "
+            "client's name before issue #22, reads as auto"
         ),
     )
     timeout_s: float = 120.0
@@ -46,8 +48,9 @@ class LLMConfig(BaseModel):
     @field_validator("client", mode="before")
     @classmethod
     def _former_client_name(cls, value: Any) -> Any:
-        """Configs written when the lean client ran on aiohttp keep working."""
-        return "lean" if value == "aiohttp" else value
+        """Configs written when the lean client ran on aiohttp keep working: aiohttp spoke TLS and honoured
+        proxies, which `auto` gives them (lean where it can, the official client where it cannot)."""
+        return "auto" if value == "aiohttp" else value
 
     @field_validator("backend")
     @classmethod

@@ -82,6 +82,11 @@ class LLMProvider:
         """component -> `backend:model` of every LLM handed out so far (for the manifest)."""
         return {name: llm.slot.model_key for name, llm in sorted(self._llms.items())}
 
+    def http_routes(self) -> dict[str, dict[str, str]]:
+        """component -> URL, client and why, for every HTTP LLM handed out so far (for the manifest)."""
+        routes = {name: llm.slot.backend.route for name, llm in sorted(self._llms.items())}
+        return {name: route.record() for name, route in routes.items() if route is not None}
+
     async def aclose(self) -> None:
         """Close every backend and cache."""
         for slot in self._slots.values():

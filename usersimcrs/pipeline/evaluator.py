@@ -127,6 +127,32 @@ def in_training_line(trained: int, total: int) -> str:
     )
 
 
+DOCS_MODEL = Path("models") / "learned.json"
+"""The model file the docs' `evaluator train` command writes (relative to the working folder): `report`
+uses it when no model is named and it is there, and says so."""
+
+
+def docs_model(folder: str | Path = ".") -> tuple[Path | None, str]:
+    """The docs' model under `folder` when it is there and this usersimcrs can use it, with the line to print:
+    which file, when it was trained and on what (a stale model is never used in silence), or why it is not
+    used (another feature set, a missing catalogue: the report goes on without it)."""
+    from usersimcrs.judges.learned.model import catalogue_path, load_model
+
+    path = Path(folder) / DOCS_MODEL
+    if not path.is_file():
+        return None, ""
+    try:
+        model = load_model(path)
+        catalogue_path(model, str(path))
+    except UserError as exc:
+        return None, f"learned evaluator: {exc} (found at the docs' model path: the report leaves it out)"
+    facts = model.training
+    return path, (
+        f"learned evaluator: {path} (the docs' model path), trained {model.created} on {facts.n_conversations} "
+        f"conversations of {facts.source}; --model FILE names another, --no-model leaves it out"
+    )
+
+
 def train_evaluator(
     data: str | Path, output: str | Path, *, folds: int = 5, seed: int = 0, items: str | Path | None = None
 ) -> TrainResult:

@@ -535,7 +535,8 @@ async def _judge_todo(judge, todo, context, folder, summary, request: JudgeReque
     finally:
         components = [*judge.component_chains(), f"judge.{judge.name}", *(f"judge.{n}" for n in judge.reused_judges())]
         try:
-            record_usage(folder, judge.name, summary, context.llms.usage_summary(), components)
+            llms = context.llms
+            record_usage(folder, judge.name, summary, llms.usage_summary(), components, llms.http_routes())
         except StorageError:
             if not failed:
                 raise  # otherwise the judging's own error (e.g. the disk filling up) is the one to report

@@ -106,7 +106,7 @@ def add_learned_section(
     facts = loaded.training
     source = f", converted from {', '.join(facts.corpus)}" if facts.corpus else ""
     report.text(
-        f"Model {model}: trained on {facts.n_conversations} human-rated conversations of {', '.join(facts.systems)}"
+        f"Model {model} (trained {loaded.created}): trained on {facts.n_conversations} human-rated conversations of {', '.join(facts.systems)}"
         f"{source}. Its scores are predictions of human ratings, not measurements."
     )
     for line in agreement_sentences(loaded):

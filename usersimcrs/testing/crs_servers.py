@@ -20,7 +20,8 @@ recommends unseen movies of the genres the user named. Every reply route can inj
 reset) by a scripted sequence or by seeded shares. Each server logs what it received and the
 items it sent, so tests can compare parsed lists with what went over the wire.
 
-Run one by hand (it serves until Ctrl-C or SIGTERM; a port in use or a missing catalog is one error line)::
+`LocalCRSServer(..., tls=context)` serves HTTPS (a server-side `ssl.SSLContext`), for tests of the
+https route. Run one by hand (it serves until Ctrl-C or SIGTERM; a port in use or a missing catalog is one error line)::
 
     python -m usersimcrs.testing.crs_servers ievalm --port 5005
 """
@@ -38,6 +39,7 @@ import random
 import re
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -47,6 +49,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
+
+from usersimcrs.testing.tls import tls_accepted
 
 FAULT_KINDS = ("http_500", "hang", "non_json", "empty_text", "oversize", "reset")
 
@@ -702,6 +706,11 @@ class _HTTPServer(ThreadingHTTPServer):
     # SYN retries, so a concurrency test would measure the listen queue (the LLM test server uses 512 too)
     request_queue_size = 512
     owner: LocalCRSServer
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[Any, Any]:
+        """The accepted connection, in TLS when serving HTTPS."""
+        return tls_accepted(super().get_request(), self.tls)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # faults (reset, client gone) are expected here
@@ -718,14 +727,17 @@ class LocalCRSServer:
         port: int = 0,
         *,
         close_after_reply: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.app = app
+        self.tls = tls
         self.faults = FaultInjector(faults)
         self.log: list[Exchange] = []
         self._log_lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd = _HTTPServer((host, port), _ClosingHandler if close_after_reply else _Handler)
         self._httpd.owner = self
+        self._httpd.tls = tls
         self._thread: threading.Thread | None = None
 
     @property
@@ -734,8 +746,8 @@ class LocalCRSServer:
 
     @property
     def url(self) -> str:
-        """Base URL with a trailing slash, e.g. ``http://127.0.0.1:54321/``."""
-        return f"http://127.0.0.1:{self.port}/"
+        """Base URL with a trailing slash, e.g. ``http://127.0.0.1:54321/`` (``https://`` with `tls`)."""
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/"
 
     def start(self) -> LocalCRSServer:
         self._thread = threading.Thread(

@@ -11,7 +11,8 @@ answers a refused key. Latency, jitter and faults are configurable: by script (o
 client's timeout), ``malformed`` (truncated JSON body), ``empty`` (a valid reply with no text) and
 ``reset`` (the connection is reset).
 
-Use it as a context manager in tests, or as a process for benchmarks::
+With `tls` (a server-side `ssl.SSLContext`) it serves HTTPS, as a hosted API does (tests of the https
+route). Use it as a context manager in tests, or as a process for benchmarks::
 
     python -m usersimcrs.testing.llm_server --port 0 --latency-ms 50 --fault-share 500=0.1
 """
@@ -25,6 +26,7 @@ import random
 import re
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -33,6 +35,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Sequence
+
+from usersimcrs.testing.tls import tls_accepted
 
 FAULTS = ("500", "429", "hang", "malformed", "empty", "reset")
 OPENAI_CHAT = "/v1/chat/completions"
@@ -171,8 +175,10 @@ class LLMServer:
         port: int = 0,
         booleans: bool | None = None,
         api_key: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.api_key = api_key  # when set, other keys (and none) get 401
+        self.tls = tls  # a server-side TLS context: HTTPS
         self.booleans = booleans  # fixed booleans in unscripted JSON replies (None: varied by the prompt)
         self.latency_ms = latency_ms
         self.jitter_ms = jitter_ms
@@ -194,6 +200,7 @@ class LLMServer:
         self.reset_log()
         self._httpd = _Server((host, port), _Handler)
         self._httpd.app = self
+        self._httpd.tls = tls
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -205,7 +212,7 @@ class LLMServer:
     @property
     def url(self) -> str:
         """Base URL (also the Ollama host)."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def openai_url(self) -> str:
@@ -355,6 +362,11 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 512
     app: LLMServer
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[Any, Any]:
+        """The accepted connection, in TLS when serving HTTPS."""
+        return tls_accepted(super().get_request(), self.tls)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients that hang up (timeouts, resets) are expected here; stay quiet."""

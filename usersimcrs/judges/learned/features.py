@@ -11,8 +11,11 @@ whether N accepts, rejects, thanks, has seen it, complains, asks why, gives up, 
 picks up the reply's titles, and whether N is the user's last word; the turn's position. A few products
 pair a request with the kind of reply (a "why?" answered with a list). Whether the recommendations
 answer what was asked: the titles the reply names are looked up in an item catalogue (when the model
-has one) and their genres and keywords compared with the genres and words the user asked for. The
-reply's length is relative to the conversation's other replies (a CRS's verbosity is a fact about
+has one) and their genres and keywords compared with the genres and words the user asked for; how many
+catalogue items a reply recommends and how many of them are new in the conversation, and per conversation
+how many distinct catalogue items were recommended (in all and per reply): real recommendations are the
+task, whichever CRS makes them. A numbered list line without a year names a title as a dated title does.
+The reply's length is relative to the conversation's other replies (a CRS's verbosity is a fact about
 the CRS, not about the conversation); a reply that left a title out ("Have you seen ?") or greets
 mid-conversation is flagged. The cue words are data (`cues.yaml`); the model records their hash.
 Any change to what these functions compute must raise `FEATURES_VERSION`, which makes models
@@ -39,7 +42,7 @@ from usersimcrs.core.dialogue_text import DialogueText, dialogue_text
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import parse_yaml_mapping
 
-FEATURES_VERSION = 3
+FEATURES_VERSION = 4
 CUES_FILE = "cues.yaml"
 TEXT_BLOCKS = ("assistant", "previous_user", "next_user")
 """The words a turn model weighs: the reply, the user turn before it and the user's reaction."""
@@ -49,6 +52,8 @@ _YEAR = re.compile(r"\(\s*((?:19|20)\d\d)\s*\)")
 _LIST_LINE = re.compile(r"(?m)^\s*\d{1,2}\s*[:.)]?\s+\S")
 _LIST_TITLE = re.compile(r"(?m)^\s*\d{1,2}\s*[:.)]?\s+([^\n(]+?)\s*(?:\s-\s.*)?$")
 """A numbered list line without a year: its text (up to " - ") is a title."""
+_LIST_NUMBER = re.compile(r"^\s*\d{1,2}\s*[:.)]?\s+")
+"""The number of a list line before its title ("1  Heat (1995)")."""
 _QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 
 
@@ -155,8 +160,10 @@ def load_cues() -> Cues:
 
 @dataclass(frozen=True)
 class CatalogueItem:
-    """What the features read of a catalogue item: its genres and the words of its keywords."""
+    """What the features read of a catalogue item: its key (normalised title and year), its genres and the
+    words of its keywords."""
 
+    key: str
     genres: frozenset[str]
     keywords: frozenset[str]
 
@@ -178,11 +185,12 @@ class Catalogue:
         self.longest: dict[int | None, int] = {}  # the most words of a title, per year
         self.size = 0
         for item in items:
+            key = normalize_title(item.title)
             entry = CatalogueItem(
+                key=f"{key} ({item.year})",
                 genres=frozenset(item.values("genres")),
                 keywords=frozenset(tokens(" ".join(item.values("keywords")))),
             )
-            key = normalize_title(item.title)
             self.by_year.setdefault(item.year, {}).setdefault(key, entry)
             self.by_title.setdefault(key, entry)
             self.longest[item.year] = max(self.longest.get(item.year, 0), key.count(" ") + 1)
@@ -305,6 +313,7 @@ def read(turn: TurnText, cues: Cues) -> Reading:
     else:
         titles, n_years = set(), 0
     dated += tuple(entry for entry in undated if entry[0])
+    titles.update(" ".join(words_) for words_, _ in undated if words_)
     titles.update(turn.items)
     cue_set = cues.assistant if turn.assistant else cues.user
     hit = cue_set.find(token_set, padded)
@@ -334,7 +343,7 @@ def _title_before(text: str, end: int) -> str:
     """The words before a "(year)" back to the previous line break, colon or bracket (at most 80 characters)."""
     start = max(0, end - 80)
     cut = max(text.rfind(mark, start, end) for mark in "\n:()")
-    return text[(cut + 1 if cut >= 0 else start) : end].strip().lower()
+    return _LIST_NUMBER.sub("", text[(cut + 1 if cut >= 0 else start) : end]).strip().lower()
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -370,6 +379,8 @@ TURN_FEATURES = (
     "a_genre_match",
     "a_genre_miss",
     "a_keyword_match",
+    "a_items_found",
+    "a_new_items_found",
     "p_present",
     "p_words",
     "p_question",
@@ -427,6 +438,8 @@ EXTRA_FEATURES = (
     "turns_log",
     "user_words_log",
     "distinct_titles_log",
+    "items_found_log",
+    "items_found_per_turn",
     "final_user_reject",
     "final_user_accept",
     "ends_with_user",
@@ -451,6 +464,7 @@ def conversation_features(
     docs: dict[str, list[list[str]]] = {block: [] for block in TEXT_BLOCKS}
     seen_content: list[frozenset[str]] = []
     seen_titles: set[str] = set()
+    seen_items: set[str] = set()  # catalogue keys of the items the replies recommended so far
     seen_replies: set[str] = set()
     before: list[Reading | None] = []  # the latest user turn before each position
     asked: list[frozenset[str]] = []  # the genres of the latest user turn that named any, before each position
@@ -484,7 +498,8 @@ def conversation_features(
         n_reject = float(n_flags.get("reject", False))
         repeats_titles = len(a.titles & seen_titles) / len(a.titles) if a.titles else 0.0
         offers_nothing = a.flags["offer"] and not titles and not a.is_list
-        match = _item_match(a, asked[i], asked_words[i], catalogue)
+        resolved, in_genre, genre_miss, on_topic, found = _item_match(a, asked[i], asked_words[i], catalogue)
+        new_items = found - seen_items
         row = [
             math.log1p(a.length),  # made relative to the conversation's replies below
             float(titles),
@@ -505,7 +520,12 @@ def conversation_features(
             float(p is not None and any(t and t in a.padded for t in (_words_of(x) for x in p.titles))),
             float(a.broken),
             float(k > 0 and a.flags["greeting"]),
-            *match,
+            resolved,
+            in_genre,
+            genre_miss,
+            on_topic,
+            math.log1p(len(found)),
+            math.log1p(len(new_items)),
             float(p is not None),
             math.log1p(p.length) if p is not None else 0.0,
             float(p is not None and p.question),
@@ -549,6 +569,7 @@ def conversation_features(
         docs["next_user"].append(n.terms if n is not None else [])
         seen_content.append(a.content)
         seen_titles |= a.titles
+        seen_items |= found
         seen_replies.add(a.padded)
     if rows:  # a reply's length against the conversation's other replies, not the CRS's habit
         mean_length = sum(row[0] for row in rows) / len(rows)
@@ -561,6 +582,8 @@ def conversation_features(
         math.log1p(count),
         math.log1p(sum(r.length for r in users)),
         math.log1p(len(seen_titles)),
+        math.log1p(len(seen_items)),
+        len(seen_items) / count if count else 0.0,
         float(final_user is not None and final_user.flags["reject"]),
         float(final_user is not None and final_user.flags["accept"]),
         float(final_user is not None),
@@ -577,21 +600,21 @@ def conversation_features(
 
 def _item_match(
     reply: Reading, genres: frozenset[str], words: frozenset[str], catalogue: Catalogue | None
-) -> tuple[float, float, float, float]:
+) -> tuple[float, float, float, float, frozenset[str]]:
     """How the reply's recommended items answer the request: the share of its dated titles found in the
     catalogue; of those, the share in a genre the user asked for; whether none is (when the user asked
-    for a genre); the share whose keywords share a word with what the user said. Zeros without a
-    catalogue or without titles."""
+    for a genre); the share whose keywords share a word with what the user said; the keys of the items found.
+    Zeros (and no items) without a catalogue or without titles."""
     if catalogue is None or not reply.dated:
-        return 0.0, 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0, frozenset()
     found = [hit for words_, year in reply.dated if (hit := catalogue.resolve(words_, year)) is not None]
     if not found:
-        return 0.0, 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0, frozenset()
     share = len(found) / len(reply.dated)
     in_genre = sum(1 for item in found if not item.genres.isdisjoint(genres)) / len(found) if genres else 0.0
     missed = float(bool(genres) and in_genre == 0.0)
     on_topic = sum(1 for item in found if not item.keywords.isdisjoint(words)) / len(found) if words else 0.0
-    return share, in_genre, missed, on_topic
+    return share, in_genre, missed, on_topic, frozenset(item.key for item in found)
 
 
 def _words_of(title: str) -> str:
