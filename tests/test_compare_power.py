@@ -4,26 +4,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tests.test_report_headline import _paired
 from usersimcrs.analysis.compare import compare
 from usersimcrs.report.matrix_report import verdict_lines
 
 
 def paired(cells: dict[str, list[float]]) -> pd.DataFrame:
-    rows = [
-        {
-            "dataset": "ml",
-            "simulator": "agenda",
-            "crs": crs,
-            "conversation_id": f"{crs}-{i}",
-            "index": i,
-            "user_id": f"u{i}",
-            "valid": True,
-            "success": value,
-        }
-        for crs, values in cells.items()
-        for i, value in enumerate(values)
-    ]
-    return pd.DataFrame(rows)
+    """The agenda user's success per CRS, paired by conversation index (the headline tests' table)."""
+    return _paired({("agenda", crs): values for crs, values in cells.items()})
 
 
 def test_each_crs_and_the_next_in_the_ranking_get_a_power_figure_or_a_reason():
