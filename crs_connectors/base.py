@@ -17,6 +17,7 @@ from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
 from usersimcrs.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.core.profile import UserProfile
     from usersimcrs.runtime.context import RunContext
 
 
@@ -38,6 +39,15 @@ class HealthChecked(Protocol):
     def health_url(self) -> str: ...
 
     async def health(self) -> str: ...
+
+
+@runtime_checkable
+class ProfileOracle(Protocol):
+    """A CRS-side oracle (the ladder's reference CRSs): the engine hands it the conversation's user profile and
+    seed before `open`, once per conversation. It is given what a study would give any oracle (the profile the
+    simulated user plays), never the simulator's own state; its random choices come from `seed`."""
+
+    def meet_user(self, profile: UserProfile, seed: int) -> None: ...
 
 
 class ConnectorConfig(BaseModel):
@@ -91,6 +101,11 @@ connectors: Registry[type[CRSConnector]] = Registry(
         "retrieval": "crs_connectors.baselines.retrieval:RetrievalCRS",
         "llm_crs": "crs_connectors.baselines.llm_crs:LLMCRS",
         "replay": "crs_connectors.record_replay:ReplayConnector",
+        "oracle": "crs_connectors.baselines.ladder:OracleCRS",
+        "oracle_mix30": "crs_connectors.baselines.ladder:OracleMix30CRS",
+        "oracle_mix70": "crs_connectors.baselines.ladder:OracleMix70CRS",
+        "random": "crs_connectors.baselines.ladder:RandomCRS",
+        "broken": "crs_connectors.baselines.ladder:BrokenCRS",
     },
 )
 

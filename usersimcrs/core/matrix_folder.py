@@ -25,6 +25,7 @@ INDEX = "matrix.json"
 CELLS_DIR = "cells"
 LLM_CACHE_DIR = "llm_cache"
 COMPARISON_DIR = "comparison"
+LADDER = "ladder.json"
 CELL_SEPARATOR = "__"
 FILE_SOURCES = ("convert", "import")  # matrices written in one go from files: a rewrite replaces their cells
 
@@ -78,6 +79,11 @@ class MatrixFolder:
     @property
     def report_page(self) -> Path:
         return self.path / REPORT_PAGE
+
+    @property
+    def ladder_path(self) -> Path:
+        """The figures of a sensitivity ladder (`usersimcrs ladder`), beside its cells."""
+        return self.path / LADDER
 
     @property
     def report_dir(self) -> Path:

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from crs_connectors.base import CRSConnector, CRSReply
+from crs_connectors.base import CRSConnector, CRSReply, ProfileOracle
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import AGENT, FAILURE_SIDE, Dialogue, ItemRef, Utterance
 from usersimcrs.core.profile import UserProfile
@@ -101,6 +101,8 @@ class ConversationRunner:
             t1 = time.perf_counter()
             timings["simulator_s"] += t1 - t0  # building the simulator is simulator time too
             crs = self.plugins.crs(self.context)
+            if isinstance(crs, ProfileOracle):  # a CRS-side oracle sees the profile a study gives any oracle
+                crs.meet_user(profile, conv.seed)
             timings["crs_s"] += time.perf_counter() - t1
             # asyncio.timeout, not wait_for: in Python 3.11 wait_for can swallow a cancellation
             # that arrives as the conversation ends, and a run stopping on an error then never ends

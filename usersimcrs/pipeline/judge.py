@@ -52,6 +52,10 @@ class JudgeRequest(BaseModel):
     include_invalid: bool = Field(default=False, description="also judge failed or too-short conversations")
     dedupe: bool = Field(default=False, description="judge the first line of a repeated conversation ID (else refuse)")
     dry_run: bool = Field(default=False, description="count calls and estimate tokens; call nothing")
+    as_if_unjudged: bool = Field(
+        default=False,
+        description="with dry_run: plan every conversation, judged or not (a pilot's cost per conversation)",
+    )
     concurrency: int = Field(default=4, description="conversations judged at once")
     limit: int | None = Field(default=None, description="judge at most this many conversations")
     max_attempts: int | None = Field(default=None, description="LLM calls per score before recording a failure")
@@ -455,7 +459,7 @@ async def _judge_locked(
         todo, summary = select(
             read_dialogues(run_dir, "first" if request.dedupe else "refuse"),
             judge,
-            load_judgments(folder),
+            {} if request.dry_run and request.as_if_unjudged else load_judgments(folder),
             model_of,
             include_invalid=request.include_invalid,
         )

@@ -57,9 +57,9 @@ SUBSET_TEXT = {
 
 
 def write_comparison(folder: str | Path, comparison: Comparison) -> list[Path]:
-    """CSV + Markdown of the four comparison tables in `folder`."""
+    """CSV + Markdown of the comparison tables in `folder` (means, ranks, agreement, significance, power)."""
     paths = []
-    for name in ("means", "ranks", "agreement", "significance"):
+    for name in ("means", "ranks", "agreement", "significance", "power"):
         paths += write_table(getattr(comparison, name), folder, name)
     return paths
 
@@ -362,7 +362,8 @@ def verdict_lines(comparison: Comparison, metric: str, dataset: str, *, agreemen
         elif sig.empty:
             text += "; no difference between CRSs is significant (paired permutation test, Holm, α = 0.05)"
             small = measured[measured["n"] < 10]
-            text += f"; {len(small)} of {len(measured)} cells have n<10." if len(small) else "."
+            text += f"; {len(small)} of {len(measured)} cells have n<10" if len(small) else ""
+            text += sample_size_clause(comparison, dataset, simulator, metric, int(measured["n"].min())) + "."
         else:
             pairs = []
             for r in sig.to_dict("records"):
@@ -371,9 +372,35 @@ def verdict_lines(comparison: Comparison, metric: str, dataset: str, *, agreemen
                 pairs.append(
                     f"{better} > {worse} (Δ {abs(r['mean_difference']):.3f}, Holm p {p_value_text(r['p_holm'])})"
                 )
-            text += "; significant: " + ", ".join(pairs) + "."
+            text += "; significant: " + ", ".join(pairs)
+            rest = sample_size_clause(comparison, dataset, simulator, metric, int(measured["n"].min()), sig)
+            text += (f"; the others are not{rest}" if rest else "") + "."
         lines.append(text)
     return lines + (agreement_lines(comparison, metric, dataset) if agreement else [])
+
+
+def sample_size_clause(
+    comparison: Comparison, dataset: str, simulator: str, metric: str, n: int, significant: pd.DataFrame | None = None
+) -> str:
+    """'; n = 12 per cell; about 150 would be needed to see a difference of this size (a vs b, ...)' for the first CRS
+    and the next in the ranking whose difference is not `significant` (the leader and the next when none is), so a
+    "no significant difference" that came from too few conversations says so ('' without a figure to give)."""
+    power = comparison.power
+    rows = power[(power["dataset"] == dataset) & (power["simulator"] == simulator) & (power["metric"] == metric)]
+    shown = set()
+    if significant is not None and not significant.empty:
+        shown = {frozenset(pair) for pair in zip(significant["crs_a"], significant["crs_b"])}
+    rows = rows[[frozenset(pair) not in shown for pair in zip(rows["crs"], rows["next_crs"])]]
+    if rows.empty:
+        return ""
+    first = rows.iloc[0]
+    pair = f"{first['crs']} vs {first['next_crs']}"
+    if pd.isna(first["n_for_80_power"]):
+        return f"; n = {n} per cell; {pair}: {first['power_notes']}"
+    return (
+        f"; n = {n} per cell; about {int(first['n_for_80_power'])} would be needed to see a difference of this size "
+        f"({pair}, Δ {abs(first['mean_difference']):.3f}; 80% power, α = 0.05)"
+    )
 
 
 def agreement_lines(comparison: Comparison, metric: str, dataset: str) -> list[str]:
@@ -601,6 +628,25 @@ def add_tests_and_agreement(report: Report, comparison: Comparison, table: pd.Da
         report.table(f"simulator_agreement_{dataset}", matrix.reset_index().rename(columns={"index": "simulator"}))
 
 
+def add_sample_sizes(report: Report, comparison: Comparison) -> None:
+    """Per simulator and metric, each CRS against the next in its ranking: the conversations per cell a study needs
+    to see their observed difference (folded)."""
+    if comparison.power.empty:
+        return
+    report.section("Conversations needed", folded=True)
+    report.text(
+        "For each CRS and the next one in a simulator's ranking: the mean paired difference, the power this matrix had "
+        "to see it, and the conversations per cell needed to see a difference of this size with 80% power at "
+        "α = 0.05 (paired permutation test, unadjusted; the paired differences resampled, docs/ladder.md). A missing "
+        "figure says why. `usersimcrs plan` turns these into the size and cost of a full study."
+    )
+    report.table(
+        "power",
+        comparison.power,
+        caption="Adjacent CRSs per simulator and metric: n_for_80_power = conversations per cell for 80% power.",
+    )
+
+
 def build_matrix_report(
     matrix_dir: str | Path,
     *,
@@ -674,6 +720,7 @@ def _write_matrix_report(
     add_ranking(report, comparison, sensitivity=sensitivity, styles=styles, human_agreement=human_agreement)
     add_metrics(report, comparison, table, human_agreement)
     add_tests_and_agreement(report, comparison, table)
+    add_sample_sizes(report, comparison)
     records, groups, dialogues = [], {}, []
     for cell in discover_cells(matrix_dir):
         data = load_run(cell.run_dir, resources=resources)
