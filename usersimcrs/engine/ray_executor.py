@@ -28,6 +28,7 @@ from typing import Any, AsyncGenerator, Iterable
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.usage import add_summaries
+from usersimcrs.engine.local import _usage, build_context, close_context, data_files, iter_conversations, with_hashes
 from usersimcrs.errors import UserError
 
 CHUNKS_PER_CPU = 4
@@ -97,8 +98,6 @@ def mismatch(recorded: dict[str, str], here: dict[str, str]) -> str | None:
 def check_node_data(config: RunConfig, recorded: dict[str, dict[str, str]], node: str) -> None:
     """Raise DataMismatch naming `node` and the file when the data files this process would load for
     `config` are not the ones the driver recorded in the manifest (`recorded`: its `data_files`)."""
-    from usersimcrs.engine.runner import data_files, with_hashes
-
     here = with_hashes(data_files(config))
     for key, want in recorded.items():
         problem = mismatch(want, here.get(key, {"used": "none"}))
@@ -127,8 +126,6 @@ def run_chunk(
 
 
 async def _run_chunk_async(config: RunConfig, indices: list[int], source: str, run_dir: str | None) -> ChunkResult:
-    from usersimcrs.engine.runner import _usage, build_context, close_context, iter_conversations
-
     context = build_context(config, Path(run_dir) if run_dir else None)
     try:
         dialogues = [
@@ -242,8 +239,6 @@ async def iter_conversations_ray(
     if not indices:
         return
     if recorded is None:
-        from usersimcrs.engine.runner import data_files, with_hashes
-
         recorded = with_hashes(data_files(config))
     ray = _import_ray()
     started_here = _ensure_ray(ray, config)
