@@ -19,6 +19,8 @@ from crs_connectors.seam import (
     HealthChecked,
     ProfileOracle,
 )
+from usersimcrs.config import validate_section
+from usersimcrs.core.validation import require_key
 from usersimcrs.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,9 +83,6 @@ def connector_spec(
     """The one place a `crs:` section becomes a connector: class from the registry, options validated
     (errors name `source` and the key, or the `--set` flag in `overrides` that set it). The engine, the
     preflight check and the probe all use it."""
-    from usersimcrs.config import validate_section
-    from usersimcrs.core.validation import require_key
-
     require_key(section, "type", source=source, prefix="crs", overrides=overrides)
     cls = connectors.get(str(section["type"]))
     return ConnectorSpec(cls, validate_section(cls.Config, section, source=source, prefix="crs", overrides=overrides))

@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import Any, AsyncGenerator, Iterable, Iterator
 
+from crs_connectors.transport import POOL_KEY, CRSPool
 from usersimcrs.config import DATA_SECTIONS, ItemsConfig, RatingsConfig, RunConfig
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.items import ItemCollection
@@ -22,7 +23,9 @@ from usersimcrs.engine.conversation import ConversationRunner, plan
 from usersimcrs.engine.loop import cancel_bounded, collector_paused, thaw
 from usersimcrs.engine.plugins import RunPlugins
 from usersimcrs.errors import ConfigError, UserError
+from usersimcrs.llm.provider import LLMProvider
 from usersimcrs.runtime.context import RunContext
+from usersimcrs.user_model.population import build_profile_source
 
 
 def load_items(config: RunConfig, resources: SharedResources | None = None) -> ItemCollection | None:
@@ -127,9 +130,6 @@ def build_context(
     """Load the run's shared resources; LLMs are created lazily on first use. `close_context` releases them.
 
     `resources`: the command's read-only resources (a matrix passes one to all its cells: items read once)."""
-    from crs_connectors.transport import POOL_KEY, CRSPool
-    from usersimcrs.llm.provider import LLMProvider
-
     resources = resources if resources is not None else SharedResources()
     llms = LLMProvider(config.llm, config.llm_components)
     with collector_paused():
@@ -165,8 +165,6 @@ async def iter_conversations(
     plugins: RunPlugins | None = None,
 ) -> AsyncGenerator[Dialogue, None]:
     """Run the conversations of `indices` with at most `config.concurrency` at once, yielding each as it ends."""
-    from usersimcrs.user_model.population import build_profile_source
-
     runner = ConversationRunner(config, context, build_profile_source(config.profiles, context), source, plugins)
     queue: asyncio.Queue[Dialogue | UserError | None] = asyncio.Queue(maxsize=config.concurrency * 2)
     pending = iter(list(indices))

@@ -29,7 +29,9 @@ from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.usage import add_summaries
 from usersimcrs.engine.local import _usage, build_context, close_context, data_files, iter_conversations, with_hashes
+from usersimcrs.engine.loop import run_coroutine
 from usersimcrs.errors import UserError
+from usersimcrs.llm.cache import default_cache_dir
 
 CHUNKS_PER_CPU = 4
 CANCEL_GRACE_S = 5.0  # wait for tasks about to finish before cancelling the rest
@@ -74,8 +76,6 @@ def worker_config(config: RunConfig) -> dict[str, Any]:
     Workers may not share the driver's environment (a remote cluster, or a Ray instance started
     before `USERSIMCRS_CACHE_DIR` was set), so the folder is resolved here, once.
     """
-    from usersimcrs.llm.cache import default_cache_dir
-
     data = config.model_dump(mode="json")
     data["llm"]["cache_dir"] = str(default_cache_dir(config.llm.cache_dir))
     data["executor"] = "local"
@@ -117,8 +117,6 @@ def run_chunk(
 ) -> ChunkResult:
     """Run one chunk in this (worker) process with the local executor; the body of a Ray task. The data
     files are checked against the driver's record (`recorded`) before anything runs."""
-    from usersimcrs.engine.loop import run_coroutine
-
     config = RunConfig.model_validate(config_data)
     if recorded:
         check_node_data(config, recorded, socket.gethostname())

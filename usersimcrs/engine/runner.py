@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crs_connectors.transport import POOL_KEY, CRSPool
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.manifest import environment
@@ -258,8 +259,6 @@ def _finish_manifest(
 def http_clients(context: RunContext, previous: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Which HTTP client spoke to each LLM (by component) and CRS endpoint (by origin) of the run, and why
     (`core/http_route.py`), over this session and the ones before it."""
-    from crs_connectors.transport import POOL_KEY, CRSPool  # as in build_context: the plug-in layer, on use
-
     llms = context.llms.http_routes() if context.llms is not None and hasattr(context.llms, "http_routes") else {}
     pool = context.cache.get(POOL_KEY)
     crs = pool.routes() if isinstance(pool, CRSPool) else {}
