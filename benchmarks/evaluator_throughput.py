@@ -23,6 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from usersimcrs.core.run_folder import RunFolder
+from usersimcrs.pipeline.convert import convert_dataset
+from usersimcrs.pipeline.evaluator import predict_evaluator, train_evaluator
+from usersimcrs.pipeline.sources import load_sources
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT.parent / "shared" / "data" / "raw" / "crsarena_eval" / "crs_arena_eval_redial.json"
 ITEMS = ROOT.parent / "shared" / "data" / "items" / "movielens-25m-sample" / "movies_w_keywords.csv"
@@ -31,9 +36,6 @@ GOAL = 500.0
 
 def replicate(corpus: Path, run: Path, conversations: int) -> int:
     """A run folder of `conversations` dialogues: the corpus' conversations again and again, new IDs."""
-    from usersimcrs.core.run_folder import RunFolder
-    from usersimcrs.pipeline.sources import load_sources
-
     originals = [d for s in load_sources(corpus) for d in s.run.dialogues]
     copies = (
         originals[i % len(originals)].model_copy(
@@ -55,8 +57,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", default=str(ITEMS), help="item catalogue the trained model reads ('' for none)")
     parser.add_argument("--keep", metavar="DIR", help="build (and keep) the run folder here instead of a temp folder")
     args = parser.parse_args(argv)
-    from usersimcrs.pipeline.convert import convert_dataset
-    from usersimcrs.pipeline.evaluator import predict_evaluator, train_evaluator
 
     if not Path(args.source).exists():
         print(f"{args.source}: not found (the benchmark needs the shared CRSArena-Eval ReDial half)", file=sys.stderr)

@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 
 from usersimcrs.analysis.left_out import LeftOut
 from usersimcrs.analysis.meta_eval import _percentile_ci
+from usersimcrs.core.crsarena_eval import canonical
 
 Source = Literal["computed", "baseline", "published"]
 POOLED = ("pearson", "spearman")
@@ -383,8 +384,6 @@ def published_rows(table: dict, levels: dict[str, Literal["turn", "dialogue"]]) 
 
     Cited as published: values only, no n or CI; a figure the table leaves empty stays None.
     """
-    from usersimcrs.core.crsarena_eval import canonical
-
     rows = []
     for half, evaluators in table.items():
         group = PUBLISHED_GROUPS.get(half, half.rsplit("_", 1)[-1].lower())

@@ -23,8 +23,10 @@ from usersimcrs.core.crsarena_eval import (
     split_score_name,
     system_of,
     turn_index,
+    turn_score_name,
 )
 from usersimcrs.core.dialogue import AGENT, Dialogue
+from usersimcrs.metrics.satisfaction import classify, load_classifier, on_scale
 
 DIALOGUE_TURN = -1
 GOLD_COLUMNS = ["conversation_id", "turn_ind", "aspect", "gold", "system", "group"]
@@ -244,8 +246,6 @@ def satisfaction_predictions(dialogues: Sequence[Dialogue], aspects: Sequence[st
     """DialogueKit's satisfaction classifier (1-5; the anchor toolkit's metric): a dialogue gets its
     score on the whole text, an assistant turn its score on the conversation up to that turn. None
     when the classifier cannot be loaded; an answer outside 1-5 is left out (never shifted)."""
-    from usersimcrs.metrics.satisfaction import classify, load_classifier, on_scale
-
     classifier = load_classifier()
     if classifier is None:
         return None
@@ -274,8 +274,6 @@ def satisfaction_predictions(dialogues: Sequence[Dialogue], aspects: Sequence[st
 def run_file_records(conversations: Iterable[RunFileConversation], judge: str) -> list[dict[str, Any]]:
     """A run file as judgment records of `judge` (turn scores named ``<aspect>@<turn_ind>``), so outside
     predictions join every table judgments join. Only CRSArena-Eval aspects are kept."""
-    from usersimcrs.core.crsarena_eval import turn_score_name
-
     records: list[dict[str, Any]] = []
     for conversation in conversations:
         for turn in conversation.turns:

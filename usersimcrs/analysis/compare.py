@@ -18,9 +18,11 @@ import pandas as pd
 from usersimcrs.analysis.judgments import judgments_table
 from usersimcrs.analysis.power import n_for_power
 from usersimcrs.analysis.ranking import MIN_CELL_N, agreement_matrix, rank_table, ranking_notes, simulator_agreement
+from usersimcrs.analysis.run_metrics import evaluate, stale_metrics, write_metrics
 from usersimcrs.analysis.significance import paired_test
 from usersimcrs.analysis.summary import describe
 from usersimcrs.core.matrix_folder import Cell, MatrixFolder
+from usersimcrs.core.run_folder import load_run
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.errors import DataError
 from usersimcrs.metrics.validity import is_set, subset_masks
@@ -78,9 +80,6 @@ def combined_table(
     Metrics files are computed for a cell that has none yet. `resources`: the command's `SharedResources`
     (the cells' item file and the metrics' models loaded once).
     """
-    from usersimcrs.analysis.run_metrics import evaluate, stale_metrics, write_metrics
-    from usersimcrs.core.run_folder import load_run
-
     frames, curves = [], []
     for cell in cells:
         data = load_run(cell.run_dir, resources=resources)

@@ -27,7 +27,7 @@ from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
-from usersimcrs.analysis.aspect_agreement import official
+from usersimcrs.analysis.aspect_agreement import Resamples, evaluator_rows, official
 from usersimcrs.core.crsarena_eval import (
     BY_NAME,
     DIALOGUE_ASPECTS,
@@ -36,6 +36,7 @@ from usersimcrs.core.crsarena_eval import (
     canonical,
     dataset_of,
     system_of,
+    turn_index,
 )
 from usersimcrs.core.dialogue import AGENT, Dialogue
 from usersimcrs.errors import DataError
@@ -64,6 +65,7 @@ from usersimcrs.judges.learned.model import (
     TrainingFacts,
     Trees,
 )
+from usersimcrs.version import __version__
 
 TURN_ALPHAS = (1.0, 3.0, 10.0, 30.0)
 DIALOGUE_ALPHAS = (3.0, 10.0, 30.0, 100.0)
@@ -159,8 +161,6 @@ def training_set(
         by_turn = {}
         for i, u in enumerate(d.utterances):
             if u.participant == AGENT:
-                from usersimcrs.core.crsarena_eval import turn_index
-
                 by_turn[turn_index(i, u)] = u.metadata.get("reference")
         for turn in f.turn_inds:
             for a in TURN_ASPECTS:
@@ -425,8 +425,6 @@ def _versions() -> dict[str, str]:
     import scipy
     import sklearn
 
-    from usersimcrs.version import __version__
-
     return {
         "usersimcrs": __version__,
         "scikit-learn": sklearn.__version__,
@@ -581,8 +579,6 @@ def _selection_figures(
     """Per aspect, the chosen settings' out-of-fold agreement: pooled Pearson and Spearman, the within-CRS
     Pearson (n-weighted mean over CRSs) and their 95% CIs (conversations resampled within each CRS)."""
     import pandas as pd
-
-    from usersimcrs.analysis.aspect_agreement import Resamples, evaluator_rows
 
     systems = pd.Series(data.systems, index=data.conversation_ids)
     draws = Resamples(systems, CV_RESAMPLES, seed)

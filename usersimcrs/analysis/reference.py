@@ -15,8 +15,11 @@ import numpy as np
 import pandas as pd
 
 from usersimcrs.analysis.agreement import agreement_summary, krippendorff_alpha, randolph_kappa
+from usersimcrs.analysis.anchor_judgments import read_anchor_judgments
+from usersimcrs.analysis.aspect_tables import run_file_records
 from usersimcrs.analysis.factors import inter_factor_matrix, mean_abs_off_diagonal
 from usersimcrs.analysis.judgments import judgments_table
+from usersimcrs.core.crsarena_eval import looks_like_run_file, parse_run_file
 from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.errors import DataError
 
@@ -62,17 +65,13 @@ def read_judge_records(path: str | Path, name: str | None = None) -> list[dict[s
         raise DataError(f"{path}: file not found")
     if path.suffix == ".jsonl":
         return list(iter_jsonl(path))
-    from usersimcrs.analysis.anchor_judgments import read_anchor_judgments
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
         return list(iter_jsonl(path))
-    from usersimcrs.core.crsarena_eval import looks_like_run_file, parse_run_file
 
     if looks_like_run_file(data):
-        from usersimcrs.analysis.aspect_tables import run_file_records
-
         return run_file_records(parse_run_file(data, str(path)), name or path.stem)
     return read_anchor_judgments(path)
 

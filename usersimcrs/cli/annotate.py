@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from data_converters.augment.base import annotators
+from usersimcrs.llm.backends import backend_names
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from data_converters.augment.base import annotators
-    from usersimcrs.llm.backends import backend_names
-
     parser = subparsers.add_parser(
         "annotate",
         help="add LLM annotations (dialogue acts, information needs) to a converted dataset",
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from data_converters.augment.runner import summary_line
+    from data_converters.augment.runner import summary_line  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.core.validation import validate
     from usersimcrs.pipeline.annotate import AnnotateRequest, annotate_folder
 

@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.compare import compare_matrix
+    from usersimcrs.pipeline.compare import compare_matrix  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.report.matrix_report import wide_ranks
     from usersimcrs.report.tables import markdown_table
 

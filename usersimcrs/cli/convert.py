@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from data_converters.base import converters
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from data_converters.base import converters
-
     parser = subparsers.add_parser(
         "convert",
         help="convert a benchmark dataset (ReDial, INSPIRED, OpenDialKG, IMDB, IARD, MovieLens, CRSArena-Dial)",
@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.convert import convert_dataset
+    from usersimcrs.pipeline.convert import convert_dataset  # lazy: keeps `usersimcrs --help` fast
 
     report = convert_dataset(
         args.dataset,

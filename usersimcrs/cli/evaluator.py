@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle_train(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.evaluator import train_evaluator
+    from usersimcrs.pipeline.evaluator import train_evaluator  # lazy: keeps `usersimcrs --help` fast
 
     result = train_evaluator(args.data, args.output, folds=args.folds, seed=args.seed, items=args.items)
     corpus = f" (converted from {', '.join(result.corpus)})" if result.corpus else ""
@@ -93,6 +93,7 @@ def _value(value: float | None) -> str:
 def handle_predict(args: argparse.Namespace) -> int:
     import os
 
+    # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.pipeline.evaluator import in_training_line, predict_evaluator
 
     result = predict_evaluator(
@@ -121,6 +122,7 @@ def handle_cv(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
+    # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.pipeline.evaluator import CV_REPORT, cross_validate_evaluator
 
     result = cross_validate_evaluator(

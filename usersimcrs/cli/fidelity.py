@@ -39,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.analysis.fidelity import baseline_verdict, discriminator_verdict, readings_text
     from usersimcrs.analysis.left_out import left_out_line
     from usersimcrs.pipeline.fidelity import fidelity

@@ -29,7 +29,7 @@ def handle(args: argparse.Namespace) -> int:
     import shlex
     import sys
 
-    from usersimcrs.pipeline.fidelity_reference import build_human_reference
+    from usersimcrs.pipeline.fidelity_reference import build_human_reference  # lazy: keeps `usersimcrs --help` fast
 
     reference = build_human_reference(
         args.output,

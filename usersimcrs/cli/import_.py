@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from usersimcrs.errors import UserError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -56,8 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.errors import UserError
-    from usersimcrs.pipeline.imports import (
+    from usersimcrs.pipeline.imports import (  # lazy: keeps `usersimcrs --help` fast
         ImportReport,
         MatrixImportReport,
         UnjoinedJudgments,

@@ -19,12 +19,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from usersimcrs.errors import ConfigError
+from usersimcrs.llm.backends import llm_backends
 
 
 def backend_choices() -> list[str]:
     """'auto' and every registered LLM backend (built-in and plug-in)."""
-    from usersimcrs.llm.backends import llm_backends
-
     return ["auto", *llm_backends.names()]
 
 
@@ -118,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def request_from(args: argparse.Namespace):
     """The `JudgeRequest` the command line describes."""
-    from usersimcrs.pipeline.judge import JudgeRequest
+    from usersimcrs.pipeline.judge import JudgeRequest  # lazy: keeps `usersimcrs --help` fast
 
     fields = {
         "judge": args.judge,
@@ -151,7 +150,7 @@ def request_from(args: argparse.Namespace):
     try:
         return JudgeRequest.model_validate(fields)
     except ValidationError as exc:
-        from usersimcrs.core.validation import describe_validation_error
+        from usersimcrs.core.validation import describe_validation_error  # lazy: keeps `usersimcrs --help` fast
 
         raise ConfigError(describe_validation_error(exc, source=None, flags=True)) from None
 
@@ -160,13 +159,14 @@ EXIT_TOO_MANY_FAILED = 3
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.judge import judge
+    from usersimcrs.pipeline.judge import judge  # lazy: keeps `usersimcrs --help` fast
 
     result = judge(args.run_dir, request_from(args), progress=True)
     _print(result.report(), args.json, "dry run" if result.dry_run is not None else result.judgments_path)
     if result.dry_run is not None:
         return 0
     if args.judge == "learned" and args.model:
+        # lazy: keeps `usersimcrs --help` fast
         from usersimcrs.pipeline.evaluator import in_training_line, training_count
 
         print(in_training_line(*training_count(args.run_dir, args.model)), file=sys.stderr if args.json else sys.stdout)

@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from usersimcrs.config import read_yaml
+    from usersimcrs.config import read_yaml  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.core.validation import validate
     from usersimcrs.pipeline.judge import JudgeRequest
     from usersimcrs.pipeline.ladder import LadderRequest, run_ladder

@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.matrix import run_matrix
+    from usersimcrs.pipeline.matrix import run_matrix  # lazy: keeps `usersimcrs --help` fast
 
     summary = run_matrix(args.config, args.output, progress=not args.no_progress, preflight=args.preflight)
     failed = 0

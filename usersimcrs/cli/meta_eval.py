@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from usersimcrs.errors import UserError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -83,8 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from usersimcrs.errors import UserError
-    from usersimcrs.pipeline.aspect_meta_eval import has_aspect_references
+    from usersimcrs.pipeline.aspect_meta_eval import has_aspect_references  # lazy: keeps `usersimcrs --help` fast
 
     output = args.output or str(Path(args.path) / "meta_eval")
     if args.scores:
@@ -100,7 +101,7 @@ def handle(args: argparse.Namespace) -> int:
 def _aspects(args: argparse.Namespace, output: str) -> int:
     from pathlib import Path
 
-    from usersimcrs.analysis.left_out import left_out_line
+    from usersimcrs.analysis.left_out import left_out_line  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.pipeline.aspect_meta_eval import meta_eval_aspects
     from usersimcrs.report.meta_eval_report import ASPECT_VIEWS, systems_only_lines
     from usersimcrs.report.tables import markdown_table
@@ -142,7 +143,7 @@ def _aspects(args: argparse.Namespace, output: str) -> int:
 def _scores(args: argparse.Namespace, output: str) -> int:
     from pathlib import Path
 
-    from usersimcrs.analysis.left_out import left_out_line
+    from usersimcrs.analysis.left_out import left_out_line  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.pipeline.meta_eval import meta_eval
     from usersimcrs.report.meta_eval_report import caveat_table, human_ranking_table, system_ranking_table
     from usersimcrs.report.tables import markdown_table
@@ -174,7 +175,7 @@ def _scores(args: argparse.Namespace, output: str) -> int:
         ranking = result.human_ranking
         print(f"human ranking (Bradley-Terry from {ranking.n_battles} votes, ties as half wins):")
         print(markdown_table(human_ranking_table(ranking)), end="")
-    from usersimcrs.pipeline.meta_eval import BASELINES
+    from usersimcrs.pipeline.meta_eval import BASELINES  # lazy: keeps `usersimcrs --help` fast
 
     for score in (s for s in result.scores if s not in BASELINES):
         table = system_ranking_table(result, score)

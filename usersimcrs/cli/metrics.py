@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from usersimcrs.errors import ConfigError
+
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.metrics.config import MetricsConfig
     from usersimcrs.pipeline.score import Scores
@@ -42,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def metrics_config(args: argparse.Namespace) -> MetricsConfig:
     """The `metrics:` section of --config (or defaults), with the command-line flags on top."""
-    from usersimcrs.pipeline.score import load_metrics_config
+    from usersimcrs.pipeline.score import load_metrics_config  # lazy: keeps `usersimcrs --help` fast
 
     config = load_metrics_config(args.config)
     if args.max_failure_rate is not None:
@@ -59,8 +61,6 @@ def metrics_config(args: argparse.Namespace) -> MetricsConfig:
 
 
 def _rate(value: float, flag: str) -> float:
-    from usersimcrs.errors import ConfigError
-
     if not 0 <= value <= 1:
         raise ConfigError(f"{flag}: expected a share between 0 and 1, got {value}")
     return value
@@ -68,6 +68,7 @@ def _rate(value: float, flag: str) -> float:
 
 def print_scores(scores: Scores) -> None:
     """The run's headline metrics with n, on all and on valid conversations, the flags and statuses."""
+    # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.metrics.validity import crs_failure_text, flag_counts, subset_masks
 
     table = scores.conversations
@@ -98,7 +99,7 @@ def _share(value: float | None) -> str:
 
 def canned_warning_of(table) -> str | None:
     """The opening warning when most of the LLM user's turns in the table's conversations were canned."""
-    from usersimcrs.core.generation import canned_warning
+    from usersimcrs.core.generation import canned_warning  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.metrics.validity import TURN_COUNTS
 
     if not set(TURN_COUNTS) <= set(table.columns):
@@ -110,7 +111,7 @@ def canned_warning_of(table) -> str | None:
 def summary_line(summary, subset: str, metrics: list[str] = HEADLINE, *, table=None) -> str:
     """'success 0.600 (n=20), turns ...': each headline metric of a subset with its n; unmeasured ones say so.
     With the subset's per-conversation `table`, a value computed mostly over canned user turns is marked."""
-    from usersimcrs.core.generation import canned_mark
+    from usersimcrs.core.generation import canned_mark  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.metrics.validity import canned_share
 
     rows = summary[summary["subset"] == subset].set_index("metric")
@@ -138,7 +139,7 @@ def flags_line(counts: dict[str, tuple[int, int]]) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.score import score
+    from usersimcrs.pipeline.score import score  # lazy: keeps `usersimcrs --help` fast
 
     scores = score(args.run_dir, metrics_config(args), dedupe=args.dedupe)
     print_scores(scores)

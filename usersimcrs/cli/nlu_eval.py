@@ -11,10 +11,10 @@ import argparse
 import json
 from typing import Any
 
+from usersimcrs.llm.backends import backend_names
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from usersimcrs.llm.backends import backend_names
-
     parser = subparsers.add_parser("nlu-eval", help="score the agenda simulator's NLU on annotated agent utterances")
     parser.add_argument("--dialogues", required=True, help="DialogueKit JSON with annotated dialogue acts")
     parser.add_argument("--nlu", default="rules", help="rules | llm (default rules)")
@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.core.validation import validate
+    from usersimcrs.core.validation import validate  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.pipeline.nlu_eval import NLUEvalRequest, nlu_eval
 
     llm: dict[str, Any] = {"backend": args.llm_backend, "cache": not args.no_cache}

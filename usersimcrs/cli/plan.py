@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from usersimcrs.errors import ConfigError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -18,8 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.errors import ConfigError
-    from usersimcrs.pipeline.plan import plan_study
+    from usersimcrs.pipeline.plan import plan_study  # lazy: keeps `usersimcrs --help` fast
 
     price = None
     if args.price:

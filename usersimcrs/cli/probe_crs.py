@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def connector_section(args: argparse.Namespace) -> dict[str, Any]:
     """The connector options from --config, --type/--url and --set (later ones win)."""
-    from usersimcrs.core.yaml_io import parse_yaml, read_yaml
+    from usersimcrs.core.yaml_io import parse_yaml, read_yaml  # lazy: keeps `usersimcrs --help` fast
 
     section: dict[str, Any] = {}
     if args.config:
@@ -90,7 +90,7 @@ def render(report: ProbeReport, resolved_possible: bool) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.probe import probe_crs
+    from usersimcrs.pipeline.probe import probe_crs  # lazy: keeps `usersimcrs --help` fast
 
     report = probe_crs(connector_section(args), item_file=args.item_file, turns=args.turns, messages=args.message)
     print(render(report, args.item_file is not None))

@@ -28,14 +28,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.report import report
+    from usersimcrs.pipeline.report import report  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.pipeline.score import load_metrics_config
 
     config = load_metrics_config(args.config) if args.config else None
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
     model = None if args.no_model else args.model
     if model is None and not args.no_model:
-        from usersimcrs.pipeline.evaluator import docs_model
+        from usersimcrs.pipeline.evaluator import docs_model  # lazy: keeps `usersimcrs --help` fast
 
         model, line = docs_model()
         if line:

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, computed_field
 
 from usersimcrs.core.dialogue import Annotation, Dialogue, DialogueAct, ItemRef, SlotValue, Utterance
+from usersimcrs.core.storage import write_atomic
 from usersimcrs.core.text_repair import merge_counts, repair_value
 from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import DataError
@@ -302,7 +303,5 @@ def dialogue_to_dialoguekit(dialogue: Dialogue) -> dict[str, Any]:
 
 def write_dialoguekit(dialogues: list[Dialogue], path: str | Path) -> None:
     """Write dialogues as one DialogueKit JSON file (whole or not at all: a full disk leaves the old file)."""
-    from usersimcrs.core.storage import write_atomic
-
     payload = [dialogue_to_dialoguekit(d) for d in dialogues]
     write_atomic(path, json.dumps(payload, ensure_ascii=False, indent=1, default=str))

@@ -30,6 +30,7 @@ from usersimcrs.core.matrix_folder import MatrixFolder, cell_name
 from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.validation import validate
+from usersimcrs.engine.runner import run_async
 from usersimcrs.errors import ConfigError
 
 
@@ -182,8 +183,6 @@ async def run_cells(
     """Run the unfinished cells, `parallel` at once; a cell that raises is recorded, the others go on.
 
     `resources`: the matrix command's read-only resources, shared by its cells (items read once, one BM25 index)."""
-    from usersimcrs.engine.runner import run_async
-
     todo = [c for c in cells if not is_complete(c)]
     for cell in cells:
         if cell not in todo:

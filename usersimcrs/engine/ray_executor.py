@@ -28,7 +28,10 @@ from typing import Any, AsyncGenerator, Iterable
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.usage import add_summaries
+from usersimcrs.engine.local import _usage, build_context, close_context, data_files, iter_conversations, with_hashes
+from usersimcrs.engine.loop import run_coroutine
 from usersimcrs.errors import UserError
+from usersimcrs.llm.cache import default_cache_dir
 
 CHUNKS_PER_CPU = 4
 CANCEL_GRACE_S = 5.0  # wait for tasks about to finish before cancelling the rest
@@ -73,8 +76,6 @@ def worker_config(config: RunConfig) -> dict[str, Any]:
     Workers may not share the driver's environment (a remote cluster, or a Ray instance started
     before `USERSIMCRS_CACHE_DIR` was set), so the folder is resolved here, once.
     """
-    from usersimcrs.llm.cache import default_cache_dir
-
     data = config.model_dump(mode="json")
     data["llm"]["cache_dir"] = str(default_cache_dir(config.llm.cache_dir))
     data["executor"] = "local"
@@ -97,8 +98,6 @@ def mismatch(recorded: dict[str, str], here: dict[str, str]) -> str | None:
 def check_node_data(config: RunConfig, recorded: dict[str, dict[str, str]], node: str) -> None:
     """Raise DataMismatch naming `node` and the file when the data files this process would load for
     `config` are not the ones the driver recorded in the manifest (`recorded`: its `data_files`)."""
-    from usersimcrs.engine.runner import data_files, with_hashes
-
     here = with_hashes(data_files(config))
     for key, want in recorded.items():
         problem = mismatch(want, here.get(key, {"used": "none"}))
@@ -118,8 +117,6 @@ def run_chunk(
 ) -> ChunkResult:
     """Run one chunk in this (worker) process with the local executor; the body of a Ray task. The data
     files are checked against the driver's record (`recorded`) before anything runs."""
-    from usersimcrs.engine.loop import run_coroutine
-
     config = RunConfig.model_validate(config_data)
     if recorded:
         check_node_data(config, recorded, socket.gethostname())
@@ -127,8 +124,6 @@ def run_chunk(
 
 
 async def _run_chunk_async(config: RunConfig, indices: list[int], source: str, run_dir: str | None) -> ChunkResult:
-    from usersimcrs.engine.runner import _usage, build_context, close_context, iter_conversations
-
     context = build_context(config, Path(run_dir) if run_dir else None)
     try:
         dialogues = [
@@ -242,8 +237,6 @@ async def iter_conversations_ray(
     if not indices:
         return
     if recorded is None:
-        from usersimcrs.engine.runner import data_files, with_hashes
-
         recorded = with_hashes(data_files(config))
     ray = _import_ray()
     started_here = _ensure_ray(ray, config)

@@ -1,10 +1,19 @@
-"""LLM settings from YAML. Secrets are never stored here: only the *names* of environment variables."""
+"""LLM settings from YAML, and the registry of the backend names they may take.
+
+Secrets are never stored here: only the *names* of environment variables. The `llm_backends` registry
+lives here, beside the setting it checks (`backend`), so that the config validates a name without
+importing the backends package; `usersimcrs.llm.backends` re-exports it and builds from it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from usersimcrs.llm.base import LLM
+from usersimcrs.registry import Registry
 
 
 class LLMConfig(BaseModel):
@@ -56,8 +65,6 @@ class LLMConfig(BaseModel):
     @classmethod
     def _registered_backend(cls, value: str) -> str:
         """Only names the llm_backends registry knows (built-in or entry point), so a typo fails early."""
-        from usersimcrs.llm.backends import backend_names, llm_backends  # the registry imports this module
-
         if value != "auto" and ":" not in value and value not in llm_backends:  # "pkg.module:Factory" is imported
             raise ValueError(f"unknown LLM backend {value!r}; known: {', '.join(backend_names())}")
         return value
@@ -68,3 +75,20 @@ class LLMConfig(BaseModel):
             return self
         data = override.model_dump(exclude_unset=True) if isinstance(override, LLMConfig) else dict(override)
         return self.model_validate({**self.model_dump(), **data})
+
+
+BackendFactory = Callable[[LLMConfig], LLM]
+
+llm_backends: Registry[BackendFactory] = Registry(
+    "llm_backends",
+    {
+        "ollama": "usersimcrs.llm.backends.ollama_chat:OllamaChat",
+        "openai": "usersimcrs.llm.backends.openai_chat:OpenAIChat",
+        "llamacpp": "usersimcrs.llm.backends.llamacpp_embedded:LlamaCppEmbedded",
+    },
+)
+
+
+def backend_names() -> list[str]:
+    """Names `llm.backend` accepts: "auto" and every registered backend (CLI choices come from here)."""
+    return ["auto", *llm_backends.names()]

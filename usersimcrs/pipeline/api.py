@@ -17,15 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 from crs_connectors.base import ConnectorConfig, CRSConnector
 from crs_connectors.inprocess import ObjectConfig, ObjectConnector
-from usersimcrs.config import RunConfig
+from usersimcrs.config import RunConfig, validate_section
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.core.run_folder import Run, RunFolder, load_run
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.plugins import ConnectorFactory, RunPlugins, SimulatorFactory, connector_factory
 from usersimcrs.engine.plugins import simulator_factory as engine_simulator_factory
+from usersimcrs.engine.runner import build_context
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.config import LLMConfig
+from usersimcrs.pipeline.judge import JudgeRequest
+from usersimcrs.pipeline.judge import judge as judge_run
+from usersimcrs.pipeline.simulate import simulate_async as run_simulation
 from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.base import SimulatorConfig, UserSimulator
 from usersimcrs.simulators.function import FunctionSimulator
@@ -127,7 +131,6 @@ def build_config(
         data["ratings"] = ratings_section
     if llm is not None:
         data["llm"] = llm.model_dump(exclude_unset=True) if isinstance(llm, LLMConfig) else dict(llm)
-    from usersimcrs.config import validate_section
 
     config: RunConfig = validate_section(RunConfig, data, source="usersimcrs.simulate", prefix="simulate")
     return config
@@ -178,8 +181,6 @@ async def simulate_async(
         crs=crs_factory or connector_factory(crs_section, "usersimcrs.simulate"),
     )
     folder = Path(output) if output is not None else default_output(config.name)
-    from usersimcrs.engine.runner import build_context
-    from usersimcrs.pipeline.simulate import simulate_async as run_simulation
 
     context = build_context(config, folder)
     if collection is not None:
@@ -221,9 +222,6 @@ def judge(
     `include_invalid`, `concurrency`, `limit`, ...). Judgments are appended to `judgments.jsonl`
     and resume per (conversation, judge, criterion, model).
     """
-    from usersimcrs.pipeline.judge import JudgeRequest
-    from usersimcrs.pipeline.judge import judge as judge_run
-
     path = run.path if isinstance(run, Run) else Path(run)
     settings = LLMConfig.model_validate(llm) if isinstance(llm, dict) else llm
     result = judge_run(path, JudgeRequest(judge=judge, **options), llm=settings, models=models)

@@ -29,10 +29,23 @@ from usersimcrs.analysis.aspect_agreement import (
     pair,
     published_rows,
 )
+from usersimcrs.analysis.aspect_tables import (
+    CRS_IDENTITY,
+    SATISFACTION,
+    carries_ratings,
+    gold_table,
+    identity_predictions,
+    judgment_failures,
+    judgment_predictions,
+    satisfaction_predictions,
+    surface_predictions,
+)
 from usersimcrs.analysis.left_out import LEFT_OUT_CSV, LeftOut, left_out_table
 from usersimcrs.analysis.meta_eval import META_EVAL_CSV
+from usersimcrs.analysis.reference import read_judge_records
 from usersimcrs.core.crsarena_eval import BY_NAME, select_aspects
 from usersimcrs.errors import DataError, UserError
+from usersimcrs.judges.learned.model import load_model, trained_on
 from usersimcrs.pipeline.sources import RunSource, load_sources
 
 
@@ -46,8 +59,6 @@ def judgment_spec(text: str) -> tuple[str | None, Path]:
 
 def has_aspect_references(path: str | Path) -> bool:
     """Whether the conversations under `path` carry CRSArena-Eval aspect ratings (the aspect mode's input)."""
-    from usersimcrs.analysis.aspect_tables import carries_ratings
-
     return any(carries_ratings(d) for source in load_sources(path) for d in source.run.iter_dialogues())
 
 
@@ -77,18 +88,6 @@ def meta_eval_aspects(
 
     `model`: a learned evaluator's model file; the conversations it was trained on are left out of every
     figure (every evaluator's, so they stay comparable) unless `include_training`."""
-    from usersimcrs.analysis.aspect_tables import (
-        CRS_IDENTITY,
-        SATISFACTION,
-        gold_table,
-        identity_predictions,
-        judgment_failures,
-        judgment_predictions,
-        satisfaction_predictions,
-        surface_predictions,
-    )
-    from usersimcrs.analysis.reference import read_judge_records
-
     if resamples < 0:
         raise UserError("--resamples must be 0 or more")
     names = select_aspects(aspects if aspects is not None else "official")
@@ -203,7 +202,6 @@ def training_overlap(model: str | Path | None, conversation_ids: Sequence[str]) 
     """The given conversations a learned model was trained on (empty without a model)."""
     if model is None:
         return set()
-    from usersimcrs.judges.learned.model import load_model, trained_on
 
     return set(trained_on(load_model(model), conversation_ids))
 
@@ -281,6 +279,7 @@ def write_aspect_meta_eval(result: AspectMetaEvalResult, output: str | Path, *, 
     left_out_table(result.left_out).to_csv(folder / LEFT_OUT_CSV, index=False)
     files = [META_EVAL_CSV, LEFT_OUT_CSV]
     if report:
+        # lazy: matplotlib only when a report is written
         from usersimcrs.report.meta_eval_report import build_aspect_report
 
         build_aspect_report(result).write(folder)

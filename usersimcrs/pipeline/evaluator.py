@@ -19,10 +19,22 @@ from typing import Callable
 
 from pydantic import BaseModel, Field
 
-from usersimcrs.core.crsarena_eval import OFFICIAL
+from data_converters.writer import REPORT
+from usersimcrs.core.crsarena_eval import OFFICIAL, write_run_file
 from usersimcrs.core.dialogue_text import DialogueText
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.errors import UserError
-from usersimcrs.judges.learned.model import CVFigures, Evaluator, RunStats, ScoredBatch
+from usersimcrs.judges.learned.features import Catalogue
+from usersimcrs.judges.learned.model import (
+    CVFigures,
+    Evaluator,
+    RunStats,
+    ScoredBatch,
+    catalogue_path,
+    load_model,
+    save_model,
+    trained_on,
+)
 from usersimcrs.pipeline.sources import load_sources
 
 PREDICT_BATCH = 2048
@@ -87,8 +99,6 @@ def converted_from(data: str | Path) -> list[str]:
     """The files a converted folder was made from (the names its conversion report gives), else []."""
     import json
 
-    from data_converters.writer import REPORT
-
     path = Path(data) / REPORT
     try:
         inputs = json.loads(path.read_text(encoding="utf-8")).get("inputs") or []
@@ -98,12 +108,11 @@ def converted_from(data: str | Path) -> list[str]:
 
 
 def _catalogue(items: str | Path | None):
-    from usersimcrs.judges.learned.features import Catalogue
-
     return Catalogue.load(items) if items is not None else None
 
 
 def _training_set(data: str | Path, items: str | Path | None):
+    # lazy: scikit-learn, scipy and pandas only when a model is fitted
     from usersimcrs.analysis.evaluator_fit import training_set
 
     return training_set(_dialogues(data), str(data), _catalogue(items), converted_from(data))
@@ -111,8 +120,6 @@ def _training_set(data: str | Path, items: str | Path | None):
 
 def training_count(run: str | Path, model: str | Path) -> tuple[int, int]:
     """(conversations under `run` the model was trained on, conversations under `run`)."""
-    from usersimcrs.judges.learned.model import load_model, trained_on
-
     ids = [d.conversation_id for source in load_sources(run) for d in source.run.iter_dialogues()]
     return len(trained_on(load_model(model), ids)), len(ids)
 
@@ -136,8 +143,6 @@ def docs_model(folder: str | Path = ".") -> tuple[Path | None, str]:
     """The docs' model under `folder` when it is there and this usersimcrs can use it, with the line to print:
     which file, when it was trained and on what (a stale model is never used in silence), or why it is not
     used (another feature set, a missing catalogue: the report goes on without it)."""
-    from usersimcrs.judges.learned.model import catalogue_path, load_model
-
     path = Path(folder) / DOCS_MODEL
     if not path.is_file():
         return None, ""
@@ -158,8 +163,8 @@ def train_evaluator(
 ) -> TrainResult:
     """Fit the learned evaluator on the rated conversations under `data`; save it to `output` (JSON).
     `items`: the item catalogue the recommended-items features look titles up in (None: those features are 0)."""
+    # lazy: scikit-learn, scipy and pandas only when a model is fitted
     from usersimcrs.analysis.evaluator_fit import fit
-    from usersimcrs.judges.learned.model import save_model
 
     if folds < 2:
         raise UserError("--folds must be 2 or more")
@@ -202,9 +207,6 @@ def predict_evaluator(
     model was trained on (their scores are in-sample, not evidence).
     """
     from concurrent.futures import ProcessPoolExecutor
-
-    from usersimcrs.core.crsarena_eval import write_run_file
-    from usersimcrs.core.run_folder import RunFolder
 
     started = time.perf_counter()
     items_path = str(items) if items is not None else None
@@ -268,8 +270,6 @@ class ScoredSpan:
 
 def _score_span(model: str, folder: str, span: tuple[int, int], batch: int, items: str | None = None) -> ScoredSpan:
     """Read one span of a run folder's dialogue file and score it in batches (in a worker or in-process)."""
-    from usersimcrs.core.run_folder import RunFolder
-
     evaluator = _evaluator(model, items)
     stats = RunStats()
     batches: list[ScoredBatch] = []
@@ -329,8 +329,8 @@ def cross_validate_evaluator(
     shared between training and test: a second, labelled figure); then the aspect meta-evaluation of
     both beside the baselines (CRS identity, conversation length, assistant words; published figures):
     meta_eval.csv, report.html and cv_report.md (the Markdown tables of docs/meta-evaluation.md)."""
+    # lazy: scikit-learn, scipy and pandas only when a model is cross-validated
     from usersimcrs.analysis.evaluator_fit import Split, cross_validate
-    from usersimcrs.core.crsarena_eval import write_run_file
     from usersimcrs.pipeline.aspect_meta_eval import meta_eval_aspects
 
     started = time.perf_counter()
@@ -368,6 +368,7 @@ def cross_validate_evaluator(
 
 def cv_markdown(result, folds: int, seed: int, data: str | Path) -> str:
     """The cross-validation tables as Markdown (pooled with CIs, within-system, system level)."""
+    # lazy: matplotlib and pandas only when the CV report is written
     from usersimcrs.report.meta_eval_report import ASPECT_VIEWS, systems_only_lines
     from usersimcrs.report.tables import markdown_table
 

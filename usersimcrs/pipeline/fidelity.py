@@ -212,6 +212,7 @@ def fidelity(
         left_out_table(left_out).to_csv(folder / LEFT_OUT_CSV, index=False)
         result.files = [FIDELITY_CSV, FEATURES_CSV, LEFT_OUT_CSV]
         if report:
+            # lazy: matplotlib only when a report is written
             from usersimcrs.report.fidelity_report import build_fidelity_report
 
             build_fidelity_report(result, pd.concat(frames, ignore_index=True)).write(folder)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from usersimcrs.analysis.anchor_judgments import read_anchor_judgments
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.dialoguekit_io import ActCounts, DialogueKitRead, read_dialoguekit_report
+from usersimcrs.core.manifest import environment
 from usersimcrs.core.matrix_folder import CELL_SEPARATOR, MatrixFolder, cell_name
 from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.errors import DataError, UserError
@@ -619,8 +620,6 @@ def _write_run(
     simulator: str | None,
     crs: str | None,
 ) -> None:
-    from usersimcrs.core.manifest import environment
-
     agents = sorted({d.agent_id for d in dialogues})
     j = report.judgments
     manifest = {

@@ -25,12 +25,31 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from usersimcrs.core.matrix_folder import MatrixFolder
+from usersimcrs.core.run_folder import RunFolder
+from usersimcrs.core.secrets import Secrets, scrubbing_logs
+from usersimcrs.core.storage import StorageError
 from usersimcrs.core.validation import validate
+from usersimcrs.engine.loop import run_blocking
+from usersimcrs.engine.progress import RunProgress
 from usersimcrs.errors import UserError
 from usersimcrs.judges.base import Judge, judges
-from usersimcrs.judges.estimate import PlannedModel
-from usersimcrs.judges.runner import JudgeUsage
+from usersimcrs.judges.components import expand_models_map, load_models_map
+from usersimcrs.judges.estimate import PlannedModel, estimate, model_namer, planned_models
+from usersimcrs.judges.runner import (
+    JudgeUsage,
+    judge_run,
+    load_judgments,
+    plan_run,
+    read_dialogues,
+    record_usage,
+    select,
+)
 from usersimcrs.llm.config import LLMConfig
+from usersimcrs.llm.failures import PermanentLLMError
+from usersimcrs.llm.preflight import check_llms
+from usersimcrs.llm.provider import LLMProvider
+from usersimcrs.runtime.context import RunContext
 
 JUDGE_NAMES_HELP = (
     "quality | core12 | pepper | persuasiveness | crsarena (CRSArena-Eval's aspects) | learned (the zero-LLM "
@@ -233,10 +252,6 @@ async def check_judge_llms(
 ) -> list[str]:
     """Preflight the LLM servers judging a run of `run_config` (a config as a manifest stores it) would call,
     before that run exists (a matrix checks its judges before its first cell); returns the URLs checked."""
-    from usersimcrs.judges.components import expand_models_map, load_models_map
-    from usersimcrs.llm.preflight import check_llms
-    from usersimcrs.llm.provider import LLMProvider
-
     judge = build_judge(request)
     if not request.preflight or not judge.uses_llm:
         return []
@@ -269,9 +284,6 @@ def base_llm_config(request: JudgeRequest, manifest: dict[str, Any]) -> LLMConfi
 def _dry_run(judge: Judge, todo: list, request: JudgeRequest, provider: Any, context: Any) -> DryRunEstimate:
     """Every call a first attempt would make, counted, estimated and priced per model (debates as upper and
     lower bound)."""
-    from usersimcrs.judges.estimate import estimate, model_namer, planned_models
-    from usersimcrs.judges.runner import plan_run
-
     plan = plan_run(judge, todo, context)
     model_of, config_of = model_namer(provider)
     models = planned_models(plan, model_of, config_of, request.price)
@@ -307,11 +319,6 @@ async def judge_async(
     (component -> LLM settings) used instead of `request.models_file`; `progress` shows a bar on a
     terminal.
     """
-    from usersimcrs.core.matrix_folder import MatrixFolder
-    from usersimcrs.core.run_folder import RunFolder
-    from usersimcrs.core.secrets import Secrets, scrubbing_logs
-    from usersimcrs.judges.components import load_models_map
-
     matrix = MatrixFolder(run_dir)
     if matrix.is_matrix():  # a matrix (simulated, or a converted human corpus): every written cell in turn
         return await _judge_matrix(matrix, request, llm=llm, models=models, progress=progress)
@@ -378,8 +385,8 @@ def _sum_planned(planned: list[PlannedModel]) -> PlannedModel:
 
 def _merge_dry_runs(estimates: list[DryRunEstimate]) -> DryRunEstimate:
     by_model: dict[str, list[PlannedModel]] = {}
-    for estimate in estimates:
-        for model, planned in estimate.models.items():
+    for e in estimates:
+        for model, planned in e.models.items():
             by_model.setdefault(model, []).append(planned)
     costs = [e.cost_usd for e in estimates]
     one_round = [e.debate_one_round for e in estimates if e.debate_one_round is not None]
@@ -440,12 +447,6 @@ async def _judge_locked(
     models: dict[str, dict[str, Any]],
     progress: bool,
 ) -> JudgeResult:
-    from usersimcrs.judges.components import expand_models_map
-    from usersimcrs.judges.runner import load_judgments, read_dialogues, select
-    from usersimcrs.llm.preflight import check_llms
-    from usersimcrs.llm.provider import LLMProvider
-    from usersimcrs.runtime.context import RunContext
-
     run_dir = folder.path
     provider = LLMProvider(config, expand_models_map(models, judge.component_chains()))
     try:
@@ -504,16 +505,10 @@ async def _judge_locked(
 
 async def _judge_todo(judge, todo, context, folder, summary, request: JudgeRequest, progress: bool) -> None:
     """Score `todo` with a progress bar; a permanent LLM failure stops everything as one `UserError`."""
-    from usersimcrs.engine.progress import RunProgress
-    from usersimcrs.judges.runner import judge_run, record_usage
-    from usersimcrs.llm.failures import PermanentLLMError
-
     bar = RunProgress(total=len(todo), enabled=progress, llms=context.llms, label=f"judge {judge.name}")
 
     def advance(dialogue, judgments) -> None:
         bar.advance(failed=any(j.value is None for j in judgments))
-
-    from usersimcrs.core.storage import StorageError
 
     failed = True
     try:
@@ -551,6 +546,4 @@ def judge(
     progress: bool = False,
 ) -> JudgeResult:
     """Synchronous `judge_async` (inside a running event loop it runs on its own loop in a worker thread)."""
-    from usersimcrs.engine.loop import run_blocking
-
     return run_blocking(judge_async(run_dir, request, llm=llm, models=models, progress=progress))

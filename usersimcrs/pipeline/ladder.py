@@ -180,6 +180,7 @@ async def run_ladder_async(path: str | Path, output: str | Path, request: Ladder
         )
         result.wall_s = round(time.perf_counter() - started, 3)
         write_atomic(folder.ladder_path, result.model_dump_json(indent=2))
+        # lazy: matplotlib only when a report is written
         from usersimcrs.report.ladder_report import build_ladder_report
 
         report = build_ladder_report(result, folder)

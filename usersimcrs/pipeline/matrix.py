@@ -139,6 +139,7 @@ async def _run_matrix_locked(
     summary.wall_s = time.perf_counter() - started
     write_index(output_dir, config, cells, summary, judges)
     if config.report and finished:
+        # lazy: matplotlib only when a report is written
         from usersimcrs.report.matrix_report import build_matrix_report
 
         # every written cell was scored with config.metrics just above: the report reads those tables

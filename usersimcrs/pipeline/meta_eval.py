@@ -41,8 +41,13 @@ from usersimcrs.analysis.meta_eval import (
     ranks_systems_only,
     system_stats,
 )
+from usersimcrs.analysis.reference import read_judge_records, read_reference
+from usersimcrs.core.dialogue import AGENT
 from usersimcrs.core.votes import VOTES, read_votes
 from usersimcrs.errors import DataError, UserError
+from usersimcrs.metrics.compute import compute_metrics
+from usersimcrs.metrics.options import MetricOptions
+from usersimcrs.pipeline.aspect_meta_eval import TRAINED_REASON, judgment_spec, training_notes, training_overlap
 from usersimcrs.pipeline.sources import RunSource, load_sources
 
 
@@ -100,9 +105,6 @@ def _conversation_table(
 ) -> pd.DataFrame:
     """One row per completed conversation: system, reference and every requested score (the others are
     counted into `left_out`)."""
-    from usersimcrs.metrics.compute import compute_metrics
-    from usersimcrs.metrics.options import MetricOptions
-
     rule_scores = [s for s in scores if ":" not in s]
     options = MetricOptions.model_validate({"satisfaction": "satisfaction" in rule_scores})
     frames = []
@@ -162,8 +164,6 @@ conversation out: it knows only which CRS spoke)."""
 
 def _baseline_columns(sources: Sequence[RunSource], table: pd.DataFrame) -> pd.DataFrame:
     """`table` with the three baseline scores added (see BASELINES)."""
-    from usersimcrs.core.dialogue import AGENT
-
     length: dict[str, float] = {}
     words: dict[str, float] = {}
     for source in sources:
@@ -274,9 +274,6 @@ def meta_eval(
     `model`: a learned evaluator's model file; the conversations it was trained on are left out of every
     figure unless `include_training`.
     """
-    from usersimcrs.analysis.reference import read_judge_records, read_reference
-    from usersimcrs.pipeline.aspect_meta_eval import TRAINED_REASON, training_notes, training_overlap
-
     scores = [s.strip() for s in scores if s.strip()]
     if not scores:
         raise UserError("give at least one score (e.g. --scores satisfaction,turns)")
@@ -294,7 +291,6 @@ def meta_eval(
     if human == "votes" and not vote_records:
         raise DataError(f"{votes_path}: no votes in the file (needed for --human votes)")
     key = None if system_only else choose_reference_key(available, reference_key)
-    from usersimcrs.pipeline.aspect_meta_eval import judgment_spec
 
     specs = [judgment_spec(str(spec)) for spec in judgments]
     outside = [r for name, file in specs for r in read_judge_records(file, name)]
@@ -373,6 +369,7 @@ def write_meta_eval(result: MetaEvalResult, output: str | Path, *, report: bool 
         ranking.to_csv(folder / HUMAN_RANKING_CSV, index=False)
         files.append(HUMAN_RANKING_CSV)
     if report:
+        # lazy: matplotlib only when a report is written
         from usersimcrs.report.meta_eval_report import build_meta_eval_report
 
         build_meta_eval_report(result).write(folder)

@@ -11,9 +11,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from usersimcrs.core.dialogue import AGENT, Dialogue
+from usersimcrs.core.dialoguekit_io import read_dialoguekit
+from usersimcrs.core.items import ItemCollection
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.provider import LLMProvider
+from usersimcrs.simulators.agenda.nlu.base import NLUSettings, nlu_components
+from usersimcrs.simulators.agenda.nlu.evaluation import load_label_map, score_intents
+from usersimcrs.simulators.agenda.policy.domain import Domain, domain_from_items, load_domain
+from usersimcrs.simulators.agenda.policy.interaction_model import load_interaction_model
 
 
 class NLUEvalRequest(BaseModel):
@@ -35,14 +42,6 @@ class NLUEvalRequest(BaseModel):
 
 async def nlu_eval_async(request: NLUEvalRequest) -> dict[str, Any]:
     """Run the NLU over every annotated AGENT utterance of `request.dialogues` and score it."""
-    from usersimcrs.core.dialogue import AGENT, Dialogue
-    from usersimcrs.core.dialoguekit_io import read_dialoguekit
-    from usersimcrs.core.items import ItemCollection
-    from usersimcrs.simulators.agenda.nlu.base import NLUSettings, nlu_components
-    from usersimcrs.simulators.agenda.nlu.evaluation import load_label_map, score_intents
-    from usersimcrs.simulators.agenda.policy.domain import Domain, domain_from_items, load_domain
-    from usersimcrs.simulators.agenda.policy.interaction_model import load_interaction_model
-
     dialogues = read_dialoguekit(request.dialogues)
     labels = load_label_map(request.labels)
     items = (

@@ -14,6 +14,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from crs_connectors.base import build_connector
+from usersimcrs.core.dialogue import AGENT, USER, Dialogue, Utterance
+from usersimcrs.core.items import ItemCollection
+from usersimcrs.engine.loop import run_blocking
+from usersimcrs.engine.preflight import answered
 from usersimcrs.errors import ConnectorError, UserError
 from usersimcrs.runtime.context import RunContext
 
@@ -85,8 +90,6 @@ class ProbeReport:
 
 
 def probe_context(item_file: str | None) -> RunContext:
-    from usersimcrs.core.items import ItemCollection
-
     items = None
     if item_file:
         items = ItemCollection.from_csv(item_file, delimiters={"genres": "|", "keywords": "|"})
@@ -100,8 +103,6 @@ class CheckFailed(Exception):
 def refused_hint(exc: ConnectorError, connector: Any) -> str:
     """A hint for a request the server refused as malformed (HTTP 4xx): the server is up but most
     likely speaks another protocol than the connector's."""
-    from usersimcrs.engine.preflight import answered
-
     if not answered(" ".join(str(exc).split())):
         return ""
     kind = getattr(getattr(connector, "config", None), "type", None)
@@ -112,8 +113,6 @@ def refused_hint(exc: ConnectorError, connector: Any) -> str:
 async def talk(connector: Any, conversation_id: str, messages: list[str], results: list[TurnResult]) -> str | None:
     """Open a conversation and send `messages`, appending each answered turn to `results`; returns
     the reason of the first failure (None when every turn was answered)."""
-    from usersimcrs.core.dialogue import AGENT, USER, Dialogue, Utterance
-
     dialogue = Dialogue(conversation_id=conversation_id)
     try:
         await connector.open(conversation_id)
@@ -152,8 +151,6 @@ async def converse(connector: Any, conversation_id: str, messages: list[str]) ->
 
 async def run_checks(report: ProbeReport, section: dict[str, Any], context: Any, messages: list[str]) -> None:
     """The probe's checks in order; the first failure raises `CheckFailed` (recorded by `probe`)."""
-    from crs_connectors.base import build_connector
-
     first = build_connector(section, context, source="probe-crs")
     health = getattr(first, "health", None)
     if callable(health):
@@ -230,6 +227,4 @@ async def probe_crs_async(
 
 def probe_crs(section: dict[str, Any], **options: Any) -> ProbeReport:
     """`probe_crs_async` from synchronous code (also inside a running event loop)."""
-    from usersimcrs.engine.loop import run_blocking
-
     return run_blocking(probe_crs_async(section, **options))

@@ -36,6 +36,7 @@ def report(
     """
     path = folder.path if isinstance(folder, Run) else Path(folder)
     if is_matrix_dir(path):
+        # lazy: matplotlib only when a report is written
         from usersimcrs.report.matrix_report import build_matrix_report
 
         return build_matrix_report(
@@ -46,7 +47,7 @@ def report(
             human_agreement=human_agreement,
             learned_model=learned_model,
         )
-    from usersimcrs.report.run_report import build_run_report
+    from usersimcrs.report.run_report import build_run_report  # lazy: matplotlib only when a report is written
 
     return build_run_report(
         folder if isinstance(folder, Run) else path,

@@ -94,7 +94,8 @@ async def simulate_async(
     failures = summarize_failures_file(RunFolder(output).dialogues_path)
     report_path = None
     if report:  # metrics first, so the report shows them as `usersimcrs metrics` computes them
-        from usersimcrs.pipeline.report import report as write_report  # pandas & co only when asked
+        # lazy: pandas & co only when the run's metrics and report are asked for
+        from usersimcrs.pipeline.report import report as write_report
         from usersimcrs.pipeline.score import score
 
         score(output, resources=resources)

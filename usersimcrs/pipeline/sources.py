@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from data_converters.base import ConversionReport
+from data_converters.writer import REPORT
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import Duplicates, Run, RunFolder, load_run
 from usersimcrs.core.shared_resources import SharedResources
@@ -28,9 +30,6 @@ class RunSource:
 def empty_conversion(path: Path) -> str | None:
     """The one line for a converted corpus or export that holds no conversation (a studio export before
     anyone finished a conversation); None when `path` holds no conversion report."""
-    from data_converters.base import ConversionReport
-    from data_converters.writer import REPORT
-
     try:
         report = ConversionReport.model_validate_json((path / REPORT).read_text(encoding="utf-8"))
     except (OSError, ValueError):

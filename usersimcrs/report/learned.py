@@ -15,6 +15,7 @@ import pandas as pd
 
 from usersimcrs.analysis.aspect_agreement import SYSTEMS_NOT_CONVERSATIONS
 from usersimcrs.analysis.summary import describe
+from usersimcrs.judges.learned.model import Evaluator, RunStats
 from usersimcrs.report.html import Report
 
 ASPECT = "dialogue_overall"
@@ -26,8 +27,6 @@ def learned_table(
     """Per group of `by` (columns of `table`, the counted conversations with `success`): success (mean, n)
     and the predicted dialogue_overall (mean, 95% bootstrap CI, n); with the loaded model, how many of the
     conversations it was trained on and its drift warnings (conversations unlike its training data)."""
-    from usersimcrs.judges.learned.model import Evaluator, RunStats
-
     evaluator = Evaluator.load(model)
     counted = set(table["conversation_id"].astype(str))
     scored = [d for d in dialogues if d.conversation_id in counted]

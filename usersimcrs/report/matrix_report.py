@@ -39,6 +39,7 @@ from usersimcrs.metrics.validity import canned_share, crs_failure_breakdown, is_
 from usersimcrs.report import plots
 from usersimcrs.report.evaluators import EVALUATORS, HumanAgreement, evaluator_table
 from usersimcrs.report.html import Report
+from usersimcrs.report.learned import add_learned_section
 from usersimcrs.report.sections import (
     TRANSCRIPT_TURNS,
     add_judgment_sections,
@@ -731,8 +732,6 @@ def _write_matrix_report(
                 f" · {cell.dataset}" if table["dataset"].nunique() > 1 else ""
             )
     if learned_model is not None:
-        from usersimcrs.report.learned import add_learned_section
-
         by = [c for c in ("simulator", "crs", "dataset") if c == "crs" or table[c].nunique() > 1]
         add_learned_section(report, learned_model, dialogues, table[masks["all"]], by, seed=seed)
     report.section("Cells and exclusions", folded=True)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from usersimcrs.analysis.aspect_agreement import SYSTEMS_NOT_CONVERSATIONS
 from usersimcrs.analysis.battles import BattleRanking
 from usersimcrs.analysis.left_out import left_out_sentence
 from usersimcrs.analysis.ranking import ranking
@@ -200,8 +201,6 @@ ASPECT_VIEWS = (
 
 def systems_only_lines(result: AspectMetaEvalResult, group: str) -> list[str]:
     """One sentence per evaluator whose within-CRS CI contains 0 on some aspect."""
-    from usersimcrs.analysis.aspect_agreement import SYSTEMS_NOT_CONVERSATIONS
-
     return [
         f"{name} {SYSTEMS_NOT_CONVERSATIONS} on {', '.join(aspects)} ({group}): its within-CRS CI contains 0"
         for name, aspects in result.systems_only(group).items()

@@ -18,6 +18,7 @@ from usersimcrs.metrics.item_resolution import is_item_metric
 from usersimcrs.metrics.validity import TURN_COUNTS, canned_share, crs_failure_text, is_set, subset_masks
 from usersimcrs.report.evaluators import EVALUATORS, HumanAgreement, evaluator_table
 from usersimcrs.report.html import Report
+from usersimcrs.report.learned import add_learned_section
 from usersimcrs.report.sections import (
     add_judgment_sections,
     add_per_turn_plots,
@@ -184,8 +185,6 @@ def _write_run_report(
     if not reasons.empty:
         report.table("end_reasons", reasons, caption="Why conversations ended (share).")
     if learned_model is not None:
-        from usersimcrs.report.learned import add_learned_section
-
         counted = conversations[subset_masks(conversations)["all"]].assign(crs=data.crs or "–")
         add_learned_section(report, learned_model, data.dialogues, counted, ["crs"], seed=data.seed or 0)
     report.section("Validity")

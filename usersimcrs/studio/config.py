@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from usersimcrs.config import ItemsConfig, RatingsConfig, RunConfig, absolutize, load_run_config, resolve_path
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import read_yaml
+from usersimcrs.engine.plugins import connector_factory
 from usersimcrs.errors import ConfigError
 from usersimcrs.judges.rubrics import Criterion, Rubric, load_rubric
 from usersimcrs.llm.config import LLMConfig
@@ -291,8 +292,6 @@ def load_study(path: str | Path, *, output: str | Path | None = None) -> Study:
 
     `output` overrides the study folder of the file.
     """
-    from usersimcrs.engine.plugins import connector_factory
-
     path = Path(path)
     config = validate(StudyConfig, read_yaml(path), source=str(path))
     folder = Path(output or config.output or Path("runs") / "studio" / config.name)

@@ -67,13 +67,13 @@ class Movie:
 
     def display(self) -> str:
         """'Usual Suspects, The (1995)' -> 'The Usual Suspects (1995)'."""
-        from usersimcrs.core.items import display_title
+        from usersimcrs.core.items import display_title  # lazy: the test server's process starts without pydantic
 
         return display_title(self.title)
 
     def bare_title(self) -> str:
         """The display title without its year (how MovieBot prints titles)."""
-        from usersimcrs.core.items import split_year
+        from usersimcrs.core.items import split_year  # lazy: the test server's process starts without pydantic
 
         return split_year(self.display())[0]
 
@@ -309,7 +309,7 @@ def spelling_variants(movie: Movie) -> list[str]:
     "Seven (a.k.a. Se7en) (1995)", "Amelie (2001)" for "Amélie (Fabuleux destin d'Amélie Poulain, Le)
     (2001)"): the a.k.a. name, without the alternate title, without accents, "and" for "&", without
     the year, with two letters swapped."""
-    from usersimcrs.core.items import split_year
+    from usersimcrs.core.items import split_year  # lazy: the test server's process starts without pydantic
 
     name, year = split_year(movie.display())
     dated = (lambda text: f"{text} ({year})") if year else (lambda text: text)
@@ -355,7 +355,7 @@ class TitleStyle:
         draw = int(hashlib.sha256(f"{self.seed}:{movie.id}".encode()).hexdigest()[:12], 16)
         roll = (draw % 10_000) / 10_000
         if roll < self.missing_share:
-            from usersimcrs.core.items import split_year
+            from usersimcrs.core.items import split_year  # lazy: the test server's process starts without pydantic
 
             name, year = split_year(movie.display())
             mark = _SEQUEL_MARKS[draw % len(_SEQUEL_MARKS)]

@@ -268,7 +268,7 @@ class LLMServer:
 
     def config(self, backend: str = "openai", **overrides: Any) -> Any:
         """An LLMConfig pointing at this server for `backend` ('openai' or 'ollama')."""
-        from usersimcrs.llm.config import LLMConfig
+        from usersimcrs.llm.config import LLMConfig  # lazy: the test server's process starts without pydantic
 
         base = self.openai_url if backend == "openai" else self.ollama_url
         data = {"backend": backend, "model": self.models[0], "base_url": base, **overrides}

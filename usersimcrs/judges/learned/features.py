@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.dialogue import AGENT, Dialogue
 from usersimcrs.core.dialogue_text import DialogueText, dialogue_text
+from usersimcrs.core.items import ItemCollection, normalize_title
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import parse_yaml_mapping
 
@@ -176,8 +177,6 @@ class Catalogue:
     that year and the years beside it (catalogues and CRSs disagree by one year now and then)."""
 
     def __init__(self, items: Iterable[Any], sha256: str = "", path: str = "") -> None:
-        from usersimcrs.core.items import normalize_title
-
         self.sha256 = sha256
         self.path = path
         self.by_year: dict[int | None, dict[str, CatalogueItem]] = {}
@@ -199,8 +198,6 @@ class Catalogue:
     @classmethod
     def load(cls, path: str | Path) -> Catalogue:
         """A MovieLens-style item CSV (`movieId,title,genres,keywords`, values separated by "|")."""
-        from usersimcrs.core.items import ItemCollection
-
         path = Path(path)
         items = ItemCollection.from_csv(path, delimiters={"genres": "|", "keywords": "|"})
         return cls(items, hashlib.sha256(path.read_bytes()).hexdigest(), str(path))

@@ -14,7 +14,7 @@ from usersimcrs.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.llm.base import LLM
-    from usersimcrs.simulators.agenda.nlg.corpus import SeekerPool
+    from usersimcrs.simulators.agenda.nlg.seeker_acts import SeekerPool
 
 
 class NLGResult(BaseModel):

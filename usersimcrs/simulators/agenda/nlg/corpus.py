@@ -11,10 +11,8 @@ the run's seed. The source of each turn (``corpus``, ``corpus:composed``, ``corp
 
 from __future__ import annotations
 
-import itertools
 import random
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -25,7 +23,7 @@ from usersimcrs.core.jsonl import read_models
 from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.errors import ConfigError, DataError
 from usersimcrs.simulators.agenda.nlg.base import NLG, NLGResult, NLGSettings
-from usersimcrs.simulators.agenda.nlg.seeker_acts import SeekerLabeller, SeekerMessage
+from usersimcrs.simulators.agenda.nlg.seeker_acts import SeekerLabeller, SeekerMessage, SeekerPool
 from usersimcrs.simulators.agenda.nlg.template import TemplateNLG, join_parts
 from usersimcrs.simulators.agenda.nlg.templates import act_signature
 from usersimcrs.simulators.agenda.policy.domain import canonical_slot
@@ -34,35 +32,6 @@ CORPUS = "corpus"
 COMPOSED = "corpus:composed"
 MIXED = "corpus+template"
 TEMPLATE = "template"
-
-
-@dataclass(frozen=True)
-class SeekerPool:
-    """Labelled seeker messages by act signature, and the counts of what went into the pool."""
-
-    by_signature: dict[str, tuple[SeekerMessage, ...]]
-    conversations: int
-    held_out: int
-    messages: int
-    labelled: int
-
-    def candidates(self, acts: list[DialogueAct]) -> list[SeekerMessage]:
-        """Messages that speak exactly `acts` (in order); a feedback act's title may be left unsaid."""
-        out: list[SeekerMessage] = []
-        for key in dict.fromkeys("|".join(parts) for parts in itertools.product(*(_variants(a) for a in acts))):
-            out.extend(self.by_signature.get(key, ()))
-        return out
-
-
-def _variants(act: DialogueAct) -> list[str]:
-    """Signatures that may speak `act`: its own, and without the title for feedback on the item just shown."""
-    signature = act_signature(act)
-    if act.intent.startswith("NOTE.") and any(canonical_slot(sv.slot) == "TITLE" for sv in act.slot_values):
-        rest = DialogueAct(
-            intent=act.intent, slot_values=[sv for sv in act.slot_values if canonical_slot(sv.slot) != "TITLE"]
-        )
-        return [signature, act_signature(rest)]
-    return [signature]
 
 
 def read_corpus(path: str | Path) -> list[Dialogue]:

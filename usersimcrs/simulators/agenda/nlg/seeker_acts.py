@@ -11,6 +11,7 @@ simulated user can say as its own.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,7 +20,7 @@ from typing import Any, Iterable
 
 from usersimcrs.config import read_yaml
 from usersimcrs.core.dialogue import USER, Dialogue, DialogueAct, SlotValue, Utterance
-from usersimcrs.simulators.agenda.nlg.templates import templatise
+from usersimcrs.simulators.agenda.nlg.templates import act_signature, templatise
 from usersimcrs.simulators.agenda.policy.domain import canonical_slot
 
 SEEKER_ACTS_PATH = Path(__file__).resolve().parents[1] / "prompts" / "seeker_acts.yaml"
@@ -79,6 +80,35 @@ class SeekerMessage:
     acts: tuple[DialogueAct, ...]
     origin: str
     words: int
+
+
+@dataclass(frozen=True)
+class SeekerPool:
+    """Labelled seeker messages by act signature, and the counts of what went into the pool."""
+
+    by_signature: dict[str, tuple[SeekerMessage, ...]]
+    conversations: int
+    held_out: int
+    messages: int
+    labelled: int
+
+    def candidates(self, acts: list[DialogueAct]) -> list[SeekerMessage]:
+        """Messages that speak exactly `acts` (in order); a feedback act's title may be left unsaid."""
+        out: list[SeekerMessage] = []
+        for key in dict.fromkeys("|".join(parts) for parts in itertools.product(*(_variants(a) for a in acts))):
+            out.extend(self.by_signature.get(key, ()))
+        return out
+
+
+def _variants(act: DialogueAct) -> list[str]:
+    """Signatures that may speak `act`: its own, and without the title for feedback on the item just shown."""
+    signature = act_signature(act)
+    if act.intent.startswith("NOTE.") and any(canonical_slot(sv.slot) == "TITLE" for sv in act.slot_values):
+        rest = DialogueAct(
+            intent=act.intent, slot_values=[sv for sv in act.slot_values if canonical_slot(sv.slot) != "TITLE"]
+        )
+        return [signature, act_signature(rest)]
+    return [signature]
 
 
 class SeekerLabeller:
