@@ -8,7 +8,7 @@ The request body is a JSON template whose strings may hold placeholders: ``{conv
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -19,6 +19,9 @@ from crs_connectors.json_paths import parse_path, select
 from crs_connectors.transport import HTTPAnswer, HTTPOptions, Retryable
 from crs_connectors.turns import alternating_texts, history_records, prior_turns
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 _PLACEHOLDER = re.compile(r"\{(conversation_id|message|turn)\}")
 _LIST_PLACEHOLDERS = ("{history}", "{history_texts}")
@@ -67,7 +70,7 @@ class HTTPConnector(HTTPConnectorBase):
     Config = HTTPConfig
     config: HTTPConfig
 
-    def __init__(self, config: HTTPConfig, context: Any) -> None:
+    def __init__(self, config: HTTPConfig, context: RunContext) -> None:
         super().__init__(config, context)
         self.transport.keep_cookies = config.keep_cookies
         self.turn = 0

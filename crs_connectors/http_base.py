@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from crs_connectors.base import CRSConnector
 from crs_connectors.transport import HTTPAnswer, HTTPOptions, HTTPTransport, Retryable
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.errors import ConnectorError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 
 class HTTPConnectorBase(CRSConnector):
@@ -17,7 +20,7 @@ class HTTPConnectorBase(CRSConnector):
     config: HTTPOptions
     keep_cookies: ClassVar[bool] = False
 
-    def __init__(self, config: HTTPOptions, context: Any) -> None:
+    def __init__(self, config: HTTPOptions, context: RunContext) -> None:
         super().__init__(config, context)
         self.conversation_id: str | None = None
         self.transport = HTTPTransport(config, context, keep_cookies=self.keep_cookies)

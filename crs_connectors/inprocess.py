@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import Field
 
@@ -25,6 +25,9 @@ from crs_connectors.item_parsing import items_from_text, ref_from_value
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
 from usersimcrs.errors import ConfigError, ConnectorError
 from usersimcrs.registry import _import_dotted
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 
 class PythonConfig(ConnectorConfig):
@@ -143,7 +146,7 @@ class PythonConnector(InProcessConnector):
     Config = PythonConfig
     config: PythonConfig
 
-    def __init__(self, config: PythonConfig, context: Any) -> None:
+    def __init__(self, config: PythonConfig, context: RunContext) -> None:
         super().__init__(config, context)
         self.model, self.function, self.arity = bind_target(
             _import_dotted(config.target), config.target, config.options
@@ -161,7 +164,7 @@ class ObjectConnector(InProcessConnector):
     Config = ObjectConfig
     config: ObjectConfig
 
-    def __init__(self, config: ObjectConfig, context: Any, target: Any) -> None:
+    def __init__(self, config: ObjectConfig, context: RunContext, target: Any) -> None:
         super().__init__(config, context)
         self.model, self.function, self.arity = bind_target(target, config.type)
         self.items_from_text = config.items_from_text
@@ -217,7 +220,7 @@ class DialogueKitAgentConnector(CRSConnector):
     Config = DialogueKitAgentConfig
     config: DialogueKitAgentConfig
 
-    def __init__(self, config: DialogueKitAgentConfig, context: Any) -> None:
+    def __init__(self, config: DialogueKitAgentConfig, context: RunContext) -> None:
         super().__init__(config, context)
         from dialoguekit.participant.agent import Agent
 

@@ -9,7 +9,7 @@ Recommendations appear as ``Do you like: <Title> <rating> <minutes> min``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -19,6 +19,9 @@ from crs_connectors.item_parsing import items_from_text
 from crs_connectors.transport import HTTPAnswer, HTTPOptions, Retryable
 from usersimcrs.core.dialogue import Dialogue, Utterance
 from usersimcrs.errors import ConnectorError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 
 class MovieBotConfig(HTTPOptions):
@@ -66,7 +69,7 @@ class MovieBotConnector(HTTPConnectorBase):
     Config = MovieBotConfig
     config: MovieBotConfig
 
-    def __init__(self, config: MovieBotConfig, context: Any) -> None:
+    def __init__(self, config: MovieBotConfig, context: RunContext) -> None:
         super().__init__(config, context)
         self.welcome: dict[str, Any] | None = None
         self.started = False

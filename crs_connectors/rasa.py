@@ -13,7 +13,7 @@ secret scrubber masks it wherever a reply or an error would show it).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import Field
@@ -26,6 +26,9 @@ from crs_connectors.transport import HTTPAnswer, HTTPOptions, Retryable
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
 from usersimcrs.core.secrets import Secrets
 from usersimcrs.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 
 class RasaConfig(HTTPOptions):
@@ -61,7 +64,7 @@ class RasaConnector(HTTPConnectorBase):
     Config = RasaConfig
     config: RasaConfig
 
-    def __init__(self, config: RasaConfig, context: Any) -> None:
+    def __init__(self, config: RasaConfig, context: RunContext) -> None:
         super().__init__(config, context)
         self._url = config.url
         if config.token_env:

@@ -55,6 +55,8 @@ from usersimcrs.llm.loops import PerLoop
 if TYPE_CHECKING:  # imported on first use: only a run with an https or proxied CRS (or a context's client) pays
     import httpx
 
+    from usersimcrs.runtime.context import RunContext
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -258,7 +260,9 @@ class _Prepared:
 class HTTPTransport:
     """One conversation's HTTP channel: retries, timeouts, size limit and (optionally) its own cookies."""
 
-    def __init__(self, options: HTTPOptions, context: Any, *, keep_cookies: bool = False, seed_key: str = "") -> None:
+    def __init__(
+        self, options: HTTPOptions, context: RunContext, *, keep_cookies: bool = False, seed_key: str = ""
+    ) -> None:
         self.options = options
         self._httpx_client: httpx.AsyncClient | None = getattr(context, "http", None)
         run_cache = getattr(context, "cache", None)

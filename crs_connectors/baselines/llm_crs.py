@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -21,6 +21,9 @@ from usersimcrs.core.items import Item, display_title, normalize_title
 from usersimcrs.core.yaml_io import read_yaml
 from usersimcrs.errors import ConfigError, ConnectorError, LLMError
 from usersimcrs.llm.base import Message
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 PROMPT_FILE = Path(__file__).with_name("llm_crs_prompt.yaml")
 
@@ -84,7 +87,7 @@ class LLMCRS(RetrievalCRS):
     Config = LLMCRSConfig
     config: LLMCRSConfig
 
-    def __init__(self, config: LLMCRSConfig, context: Any) -> None:
+    def __init__(self, config: LLMCRSConfig, context: RunContext) -> None:
         super().__init__(config, context)
         self.prompt = context.shared(f"llm_crs.prompt:{config.prompt_file}", lambda: load_prompt(config.prompt_file))
         self.llm = context.llm(config.component)

@@ -12,7 +12,7 @@ can compute recall on each.
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -25,6 +25,9 @@ from usersimcrs.simulators.base import Stop
 from usersimcrs.simulators.llm_base import Generated, LLMSimulatorConfig, LLMUserSimulator
 from usersimcrs.simulators.prompting import fill, optional, parse_json_object, render_history, squeeze, user_turn_count
 from usersimcrs.user_model.persona import render_persona
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 _ARTICLE = re.compile(r"^(the|a|an)\s+", re.I)
 
@@ -96,7 +99,7 @@ class TargetBiasedSimulator(LLMUserSimulator):
     Config: ClassVar[type[TargetBiasedConfig]] = TargetBiasedConfig
     prompt_name: ClassVar[str] = "simulators/target_biased"
 
-    def __init__(self, config: TargetBiasedConfig, context: Any, profile: UserProfile, seed: int) -> None:
+    def __init__(self, config: TargetBiasedConfig, context: RunContext, profile: UserProfile, seed: int) -> None:
         super().__init__(config, context, profile, seed)
         self.cfg: TargetBiasedConfig = config
         self.targets = list(profile.need.targets)

@@ -9,7 +9,7 @@ reflected preferences on the user utterance, and then answers (PEPPER, section 4
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -35,6 +35,9 @@ from usersimcrs.user_model.text_preferences import (
     parse_likes_dislikes,
     preferences_from_reviews,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 REFLECTION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -102,7 +105,7 @@ class TargetFreeSimulator(LLMUserSimulator):
     Config: ClassVar[type[TargetFreeConfig]] = TargetFreeConfig
     prompt_name: ClassVar[str] = "simulators/target_free"
 
-    def __init__(self, config: TargetFreeConfig, context: Any, profile: UserProfile, seed: int) -> None:
+    def __init__(self, config: TargetFreeConfig, context: RunContext, profile: UserProfile, seed: int) -> None:
         super().__init__(config, context, profile, seed)
         self.cfg: TargetFreeConfig = config
         self.seen = seen_only(profile)
