@@ -211,13 +211,13 @@ def _usage_of(result: LLMResult) -> Usage:
     )
 
 
-def model_key(llm: Any) -> str:
+def model_key(llm: LLM | LLMResult) -> str:
     """``backend:model`` of an LLM (or of a result), the model identity recorded on a judgment."""
     backend, model = getattr(llm, "backend", "") or "", getattr(llm, "model", "") or ""
     return f"{backend}:{model}" if backend and model else model
 
 
-def permanent_failure(llm: Any, exc: PermanentLLMError) -> PermanentLLMError:
+def permanent_failure(llm: LLM, exc: PermanentLLMError) -> PermanentLLMError:
     """`exc` with the model and server named, so that the one line the user sees says what to fix."""
     url = public_url(getattr(getattr(llm, "config", None), "base_url", None))
     where = f"model {model_key(llm) or '?'}" + (f" at {url}" if url else "")

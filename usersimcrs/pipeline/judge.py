@@ -281,7 +281,9 @@ def base_llm_config(request: JudgeRequest, manifest: dict[str, Any]) -> LLMConfi
     return validate(LLMConfig, data, source="judge", prefix="llm")
 
 
-def _dry_run(judge: Judge, todo: list, request: JudgeRequest, provider: Any, context: Any) -> DryRunEstimate:
+def _dry_run(
+    judge: Judge, todo: list, request: JudgeRequest, provider: LLMProvider, context: RunContext
+) -> DryRunEstimate:
     """Every call a first attempt would make, counted, estimated and priced per model (debates as upper and
     lower bound)."""
     plan = plan_run(judge, todo, context)
@@ -336,7 +338,7 @@ async def judge_async(
 
 
 async def _judge_matrix(
-    matrix: Any,
+    matrix: MatrixFolder,
     request: JudgeRequest,
     *,
     llm: LLMConfig | None,
@@ -440,7 +442,7 @@ def merge_results(results: list[JudgeResult], judgments_path: str) -> JudgeResul
 
 
 async def _judge_locked(
-    folder: Any,
+    folder: RunFolder,
     judge: Judge,
     request: JudgeRequest,
     config: LLMConfig,
