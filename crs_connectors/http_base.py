@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from crs_connectors.base import CRSConnector
 from crs_connectors.transport import HTTPAnswer, HTTPOptions, HTTPTransport, Retryable
 from usersimcrs.core.items import ItemCollection
+from usersimcrs.core.json_types import JSON
 from usersimcrs.errors import ConnectorError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,7 +51,7 @@ class HTTPConnectorBase(CRSConnector):
         return getattr(self.context, "items", None)
 
 
-def require_text(value: Any) -> str:
+def require_text(value: JSON) -> str:
     """A non-empty reply text, or a retryable 'empty reply text'."""
     if value is None or (isinstance(value, str) and not value.strip()):
         raise Retryable("empty reply text")

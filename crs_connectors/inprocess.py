@@ -23,6 +23,7 @@ from pydantic import Field
 from crs_connectors.base import ConnectorConfig, CRSConnector, CRSReply
 from crs_connectors.item_parsing import items_from_text, ref_from_value
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
+from usersimcrs.core.items import ItemCollection
 from usersimcrs.errors import ConfigError, ConnectorError
 from usersimcrs.registry import _import_dotted
 
@@ -48,7 +49,7 @@ async def call_maybe_async(function: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
-def to_reply(result: Any, items_collection: Any, *, parse_text: bool) -> CRSReply:
+def to_reply(result: Any, items_collection: ItemCollection | None, *, parse_text: bool) -> CRSReply:
     """Normalise what an in-process CRS returned into a CRSReply."""
     if isinstance(result, CRSReply):
         return result

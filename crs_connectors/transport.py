@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from http.cookiejar import CookieJar, DefaultCookiePolicy
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -47,6 +47,7 @@ from usersimcrs.core.http_client import (
     encode_headers,
 )
 from usersimcrs.core.http_route import Route, choose_route
+from usersimcrs.core.json_types import JSON
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy, parse_retry_after
 from usersimcrs.core.secrets import Secrets
 from usersimcrs.errors import ConnectorError
@@ -118,7 +119,7 @@ class HTTPAnswer:
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
 
-    def json(self) -> Any:
+    def json(self) -> JSON:
         """The body as JSON; a non-JSON body is a retryable 'non-JSON reply'."""
         try:
             return wire_json.decode(self.body)
@@ -336,7 +337,7 @@ class HTTPTransport:
         url: str,
         parse: Callable[[HTTPAnswer], T],
         *,
-        json_body: Any = None,
+        json_body: JSON = None,
         retries: int | None = None,
     ) -> T:
         """Send a request and parse its answer, retrying transient failures; raises ConnectorError."""
@@ -362,7 +363,7 @@ class HTTPTransport:
         except ConnectorError as exc:
             raise ConnectorError(scrub(str(exc))) from None
 
-    async def _attempt(self, method: str, url: str, json_body: Any) -> HTTPAnswer:
+    async def _attempt(self, method: str, url: str, json_body: JSON) -> HTTPAnswer:
         """One request within the timeout; failures become Retryable or (for 4xx) ConnectorError."""
         self.attempts += 1
         content = None if json_body is None else wire_json.encode(json_body)

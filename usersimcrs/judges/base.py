@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal, M
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.json_types import JSON, JSONObject
 from usersimcrs.core.usage import Usage, upgrade_legacy_usage
 from usersimcrs.llm.base import Message
 from usersimcrs.registry import Registry
@@ -49,13 +50,13 @@ class Judgment(BaseModel):
     mode: Literal["per_criterion", "batched"] | None = Field(
         default=None, description="how a rubric judge asked: one call per criterion or all criteria in one call"
     )
-    raw: Any = None
-    raw_value: Any = Field(default=None, description="the original score of an imported record (before range checks)")
+    raw: JSON = None  # the judge's own record (the replies of a failed score, a debate's rounds), as JSON
+    raw_value: JSON = Field(default=None, description="the original score of an imported record (before range checks)")
     agent_id: str | None = Field(default=None, description="the CRS an imported record is about")
     source: str | None = Field(
         default=None, description="where a record came from when not judged here, e.g. 'imported'"
     )
-    provenance: dict[str, Any] = Field(default_factory=dict, description="fields of other producers, kept as is")
+    provenance: JSONObject = Field(default_factory=dict, description="fields of other producers, kept as is")
 
     @model_validator(mode="before")
     @classmethod

@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
 from usersimcrs.core.generation import TEMPLATE
 from usersimcrs.core.items import Item, display_title, normalize_title, split_year
+from usersimcrs.core.json_types import JSON
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.llm.base import Message
 from usersimcrs.simulators.base import Stop
@@ -293,9 +294,9 @@ class TargetBiasedSimulator(LLMUserSimulator):
         return {"value": value, "status": "ok"}
 
 
-def read_rating(parsed: Any, text: str, low: int, high: int) -> int | None:
+def read_rating(parsed: JSON, text: str, low: int, high: int) -> int | None:
     """An integer rating within [low, high] from parsed JSON, JSON in text, or a lone number."""
-    candidates: list[Any] = []
+    candidates: list[JSON] = []
     if isinstance(parsed, dict):
         candidates.append(parsed.get("rating"))
     obj = parse_json_object(text)

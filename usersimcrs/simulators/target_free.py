@@ -15,6 +15,7 @@ from pydantic import Field
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
 from usersimcrs.core.items import Item, normalize_title
+from usersimcrs.core.json_types import JSONSchema
 from usersimcrs.core.profile import Preferences, SeenItem, UserProfile
 from usersimcrs.llm.base import LLMResult, Message
 from usersimcrs.simulators.base import Stop
@@ -39,7 +40,7 @@ from usersimcrs.user_model.text_preferences import (
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.runtime.context import RunContext
 
-REFLECTION_SCHEMA: dict[str, Any] = {
+REFLECTION_SCHEMA: JSONSchema = {
     "type": "object",
     "properties": {
         "items": {
