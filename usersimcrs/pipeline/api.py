@@ -19,6 +19,7 @@ from crs_connectors.base import ConnectorConfig, CRSConnector
 from crs_connectors.inprocess import ObjectConfig, ObjectConnector
 from usersimcrs.config import RunConfig, validate_section
 from usersimcrs.core.items import ItemCollection
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.core.run_folder import Run, RunFolder, load_run
 from usersimcrs.engine.loop import run_blocking
@@ -54,7 +55,7 @@ def _label(obj: Any) -> str:
     return f"python:{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', type(target).__name__)}"
 
 
-def crs_plugin(crs: Any) -> tuple[dict[str, Any], ConnectorFactory | None]:
+def crs_plugin(crs: Any) -> tuple[ConfigSection, ConnectorFactory | None]:
     """The `crs:` section to record and, for Python objects, the factory that builds each connector."""
     if isinstance(crs, str):
         return {"type": crs}, None
@@ -75,7 +76,7 @@ def crs_plugin(crs: Any) -> tuple[dict[str, Any], ConnectorFactory | None]:
     )
 
 
-def simulator_plugin(simulator: Any) -> tuple[dict[str, Any], SimulatorFactory | None]:
+def simulator_plugin(simulator: Any) -> tuple[ConfigSection, SimulatorFactory | None]:
     """The `simulator:` section to record and, for Python objects, the factory of each simulator."""
     if isinstance(simulator, str):
         return {"type": simulator}, None
@@ -114,8 +115,8 @@ def _data_section(value: str | Path | dict[str, Any] | None, extra: dict[str, An
 
 def build_config(
     *,
-    crs_section: dict[str, Any],
-    simulator_section: dict[str, Any],
+    crs_section: ConfigSection,
+    simulator_section: ConfigSection,
     items: str | Path | dict[str, Any] | None,
     ratings: str | Path | dict[str, Any] | None,
     llm: LLMConfig | dict[str, Any] | None,
