@@ -20,7 +20,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crs_connectors.base import CRSConnector, CRSReply, ProfileOracle
 from usersimcrs.config import RunConfig
@@ -32,6 +32,9 @@ from usersimcrs.engine.plugins import RunPlugins, plugins_from_config
 from usersimcrs.errors import UserError
 from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.base import Stop, UserSimulator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.user_model.population import ProfileSource
 
 RAW_LIMIT_BYTES = 16 * 1024  # the most JSON of one CRS reply's raw payload kept on its utterance
 
@@ -71,7 +74,7 @@ class ConversationRunner:
         self,
         config: RunConfig,
         context: RunContext,
-        profiles: Any,
+        profiles: ProfileSource,
         source: str = "config",
         plugins: RunPlugins | None = None,
     ) -> None:
