@@ -29,7 +29,7 @@ from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.secrets import Secrets, scrubbing_logs
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.storage import StorageError
-from usersimcrs.core.usage import add_summaries
+from usersimcrs.core.usage import UsageSummary, add_summaries
 from usersimcrs.engine.conversation import plan
 from usersimcrs.engine.local import (
     _usage,
@@ -180,7 +180,7 @@ async def _run_locked(
         label=progress_label or "conversations",
         plain=plain_progress,
     )
-    remote_usage: dict[str, Any] = {}  # LLM usage of conversations run in other processes (ray executor)
+    remote_usage: UsageSummary = {}  # LLM usage of conversations run in other processes (ray executor)
     failed = True
     try:
         if config.executor == "ray":
@@ -232,7 +232,7 @@ def _finish_manifest(
     previous: dict[str, Any],
     summary: RunSummary,
     context: RunContext,
-    remote_usage: dict[str, Any],
+    remote_usage: UsageSummary,
     sessions: int,
     files: dict[str, dict[str, str]],
 ) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import JsonlWriter
 from usersimcrs.core.run_folder import Duplicates, Run, RunFolder
-from usersimcrs.core.usage import COUNTERS, Usage, add_summaries, upgrade_legacy_usage
+from usersimcrs.core.usage import COUNTERS, Usage, UsageSummary, add_summaries, upgrade_legacy_usage
 from usersimcrs.judges.base import FAILED_STATUSES, Judge, Judgment, PlannedCall, gather_all
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -252,7 +252,7 @@ async def judge_run(
     return summary
 
 
-def llm_usage(context: RunContext) -> dict[str, Any]:
+def llm_usage(context: RunContext) -> UsageSummary:
     """The LLM layer's usage summary of `context` so far (empty without a counting provider)."""
     llms = context.llms
     return llms.usage_summary() if llms is not None and hasattr(llms, "usage_summary") else {}
