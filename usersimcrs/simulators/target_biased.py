@@ -12,7 +12,7 @@ can compute recall on each.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NotRequired, TypedDict
 
 from pydantic import Field, model_validator
 
@@ -94,6 +94,15 @@ def describe_item(item: Item, slots: list[str] | None, max_values: int) -> str:
     return "; ".join(parts)
 
 
+class PersuasivenessRating(TypedDict):
+    """The user's post-dialogue persuasiveness rating: `value` None with a `status` saying why when it could
+    not be read (never 0); recorded on the dialogue's `persuasiveness_detail`."""
+
+    value: int | None
+    status: str  # ok | not_rated | unparsed | error: <reason>
+    raw: NotRequired[str]  # the start of an answer that held no rating
+
+
 class TargetBiasedSimulator(LLMUserSimulator):
     """Describes its target(s) without naming them and follows CoRE's round rules."""
 
@@ -106,7 +115,7 @@ class TargetBiasedSimulator(LLMUserSimulator):
         self.targets = list(profile.need.targets)
         self.selected, self.residual = self._split(self.targets)
         self._patterns = [p for t in self.targets for p in title_patterns(self._title(t))]
-        self.rating: dict[str, Any] = {"value": None, "status": "not_rated"}
+        self.rating: PersuasivenessRating = {"value": None, "status": "not_rated"}
         self.masked = 0
 
     def _split(self, targets: list[ItemRef]) -> tuple[list[ItemRef], list[ItemRef]]:
@@ -261,7 +270,7 @@ class TargetBiasedSimulator(LLMUserSimulator):
         instruction = fill(self.prompt["instruction"][mode], extra)
         return self.compose(system, history, {"instruction": instruction, "format": self.prompt["format"][fmt]})
 
-    async def rate_persuasiveness(self, dialogue: Dialogue, turn: int) -> dict[str, Any]:
+    async def rate_persuasiveness(self, dialogue: Dialogue, turn: int) -> PersuasivenessRating:
         """The user's post-dialogue rating; None with a status when it cannot be read (never 0)."""
         spec = self.prompt.get("persuasiveness", {})
         low, high = (int(v) for v in spec.get("scale", [0, 2]))
