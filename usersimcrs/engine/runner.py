@@ -69,7 +69,7 @@ class RunSummary:
     ambiguous_items: int = 0  # recommended titles that several items share, over the whole file
     user_turns: dict[str, int] = field(default_factory=dict)  # user turns by the source of their words, whole file
     wall_s: float = 0.0
-    llm: dict[str, Any] = field(default_factory=dict)
+    llm: UsageSummary = field(default_factory=dict)
 
 
 def _prepare_output(

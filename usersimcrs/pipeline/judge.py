@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.secrets import Secrets, scrubbing_logs
@@ -197,9 +198,9 @@ class JudgeResult(BaseModel):
         }
 
 
-def judge_options(request: JudgeRequest) -> dict[str, Any]:
+def judge_options(request: JudgeRequest) -> ConfigSection:
     """The judge's config section from the request (only the options given)."""
-    options: dict[str, Any] = {}
+    options: ConfigSection = {}
     if request.rubric:
         options["rubric"] = request.rubric
     if request.criteria:
