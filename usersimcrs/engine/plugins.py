@@ -19,7 +19,7 @@ from usersimcrs.core.validation import require_key
 from usersimcrs.errors import UserError
 from usersimcrs.registry import Registry
 from usersimcrs.runtime.context import RunContext
-from usersimcrs.simulators.base import UserSimulator, simulators
+from usersimcrs.simulators.base import SimulatorConfig, UserSimulator, simulators
 
 SimulatorFactory = Callable[[RunContext, UserProfile, int], UserSimulator]
 """(run context, profile, conversation seed) -> a fresh simulator for one conversation."""
@@ -90,8 +90,12 @@ def connector_factory(
 
 
 def _resolve(
-    registry: Registry[Any], section: ConfigSection, name: str, source: str, overrides: Mapping[str, str] | None
-) -> tuple[Any, Any]:
+    registry: Registry[type[UserSimulator]],
+    section: ConfigSection,
+    name: str,
+    source: str,
+    overrides: Mapping[str, str] | None,
+) -> tuple[type[UserSimulator], SimulatorConfig]:
     require_key(section, "type", source=source, prefix=name, overrides=overrides)
     cls = registry.get(str(section["type"]))
     return cls, validate_section(cls.Config, section, source=source, prefix=name, overrides=overrides)
