@@ -256,7 +256,7 @@ def _finish_manifest(
     folder.write_manifest(manifest)
 
 
-def http_clients(context: RunContext, previous: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def http_clients(context: RunContext, previous: dict[str, Any]) -> dict[str, dict[str, dict[str, str]]]:
     """Which HTTP client spoke to each LLM (by component) and CRS endpoint (by origin) of the run, and why
     (`core/http_route.py`), over this session and the ones before it."""
     llms = context.llms.http_routes() if context.llms is not None and hasattr(context.llms, "http_routes") else {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal, Mapping, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -81,6 +81,12 @@ class Judgment(BaseModel):
     def key(self) -> tuple[str, str, str, str]:
         """(conversation, judge, name, model): what makes a judgment unique in `judgments.jsonl`."""
         return (self.conversation_id, self.judge, self.name, self.model)
+
+
+JudgmentRecord: TypeAlias = dict[str, Any]
+"""One judgment as a plain dict: a `judgments.jsonl` line as read back (a `Judgment` dumped to JSON, which
+`Judgment.model_validate` reads again) or another producer's record with the same fields. Tables and
+reports read these without validating each line."""
 
 
 class PlannedCall(BaseModel):

@@ -12,7 +12,7 @@ from usersimcrs.analysis.failures import summarize_failures
 from usersimcrs.analysis.judgments import judgments_table
 from usersimcrs.analysis.summary import describe
 from usersimcrs.core.dialogue import Dialogue, ItemRef
-from usersimcrs.judges.base import Judgment
+from usersimcrs.judges.base import Judgment, JudgmentRecord
 from usersimcrs.metrics.validity import FLAG_SPECS, FLAGS, SUMMARY_FLAGS, ValidityOptions, is_checked, is_set
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
@@ -278,18 +278,18 @@ def several_models(table: pd.DataFrame) -> bool:
     return bool(table.groupby(["judge", "name"])["model"].nunique().max() > 1)
 
 
-def _record_dict(record: Judgment | dict[str, Any]) -> dict[str, Any]:
+def _record_dict(record: Judgment | JudgmentRecord) -> JudgmentRecord:
     """A judgment as a plain dict (records come as dicts or as `Judgment` models)."""
     return record if isinstance(record, dict) else record.model_dump()
 
 
-def has_rounds(record: dict[str, Any]) -> bool:
+def has_rounds(record: JudgmentRecord) -> bool:
     """Whether a judgment carries per-round scores (``raw.rounds``, as a debate's does)."""
     raw = record.get("raw")
     return isinstance(raw, dict) and isinstance(raw.get("rounds"), list) and bool(raw["rounds"])
 
 
-def debate_rounds(records: list[dict[str, Any]]) -> pd.DataFrame:
+def debate_rounds(records: list[JudgmentRecord]) -> pd.DataFrame:
     """Long table (conversation_id, role, round, score) from the debate judge's per-round scores.
 
     A debate that stopped early (all roles agreed) keeps its last scores in the later rounds, so
@@ -323,7 +323,7 @@ SCOPES = {
 
 def add_judgment_sections(
     report: Report,
-    records: list[dict[str, Any]],
+    records: list[JudgmentRecord],
     *,
     valid_ids: set[str] | None = None,
     groups: pd.Series | None = None,
