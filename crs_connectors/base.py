@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from crs_connectors.record_replay import RecordingConnector
 from crs_connectors.seam import (
@@ -20,6 +20,7 @@ from crs_connectors.seam import (
     ProfileOracle,
 )
 from usersimcrs.config import validate_section
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.validation import require_key
 from usersimcrs.registry import Registry
 
@@ -78,7 +79,7 @@ class ConnectorSpec:
 
 
 def connector_spec(
-    section: dict[str, Any], source: str = "config", overrides: Mapping[str, str] | None = None
+    section: ConfigSection, source: str = "config", overrides: Mapping[str, str] | None = None
 ) -> ConnectorSpec:
     """The one place a `crs:` section becomes a connector: class from the registry, options validated
     (errors name `source` and the key, or the `--set` flag in `overrides` that set it). The engine, the
@@ -88,6 +89,6 @@ def connector_spec(
     return ConnectorSpec(cls, validate_section(cls.Config, section, source=source, prefix="crs", overrides=overrides))
 
 
-def build_connector(section: dict[str, Any], context: RunContext, *, source: str = "config") -> CRSConnector:
+def build_connector(section: ConfigSection, context: RunContext, *, source: str = "config") -> CRSConnector:
     """The connector a `crs:` section describes (validated; wrapped by the recorder when `record_to` is set)."""
     return connector_spec(section, source).build(context)

@@ -108,7 +108,7 @@ class ReplayConnector(CRSConnector):
     Config = ReplayConfig
     config: ReplayConfig
 
-    def __init__(self, config: ReplayConfig, context: Any) -> None:
+    def __init__(self, config: ReplayConfig, context: RunContext) -> None:
         super().__init__(config, context)
         key = f"replay:{Path(config.path).expanduser().resolve()}"
         shared = getattr(context, "shared", None)

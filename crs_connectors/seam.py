@@ -9,11 +9,12 @@ on it; `crs_connectors.base` re-exports every name, the path connectors import i
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
+from usersimcrs.core.json_types import JSON
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.core.profile import UserProfile
@@ -27,7 +28,7 @@ class CRSReply(BaseModel):
 
     text: str
     items: list[ItemRef] = Field(default_factory=list)
-    raw: Any = None
+    raw: JSON = None  # the CRS's answer as it came, stored as JSON (an in-process CRS may hand any value)
     items_from_text: bool = False
 
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from http.cookiejar import CookieJar, DefaultCookiePolicy
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -47,6 +47,7 @@ from usersimcrs.core.http_client import (
     encode_headers,
 )
 from usersimcrs.core.http_route import Route, choose_route
+from usersimcrs.core.json_types import JSON
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy, parse_retry_after
 from usersimcrs.core.secrets import Secrets
 from usersimcrs.errors import ConnectorError
@@ -54,6 +55,8 @@ from usersimcrs.llm.loops import PerLoop
 
 if TYPE_CHECKING:  # imported on first use: only a run with an https or proxied CRS (or a context's client) pays
     import httpx
+
+    from usersimcrs.runtime.context import RunContext
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -116,7 +119,7 @@ class HTTPAnswer:
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
 
-    def json(self) -> Any:
+    def json(self) -> JSON:
         """The body as JSON; a non-JSON body is a retryable 'non-JSON reply'."""
         try:
             return wire_json.decode(self.body)
@@ -258,7 +261,9 @@ class _Prepared:
 class HTTPTransport:
     """One conversation's HTTP channel: retries, timeouts, size limit and (optionally) its own cookies."""
 
-    def __init__(self, options: HTTPOptions, context: Any, *, keep_cookies: bool = False, seed_key: str = "") -> None:
+    def __init__(
+        self, options: HTTPOptions, context: RunContext, *, keep_cookies: bool = False, seed_key: str = ""
+    ) -> None:
         self.options = options
         self._httpx_client: httpx.AsyncClient | None = getattr(context, "http", None)
         run_cache = getattr(context, "cache", None)
@@ -332,7 +337,7 @@ class HTTPTransport:
         url: str,
         parse: Callable[[HTTPAnswer], T],
         *,
-        json_body: Any = None,
+        json_body: JSON = None,
         retries: int | None = None,
     ) -> T:
         """Send a request and parse its answer, retrying transient failures; raises ConnectorError."""
@@ -358,7 +363,7 @@ class HTTPTransport:
         except ConnectorError as exc:
             raise ConnectorError(scrub(str(exc))) from None
 
-    async def _attempt(self, method: str, url: str, json_body: Any) -> HTTPAnswer:
+    async def _attempt(self, method: str, url: str, json_body: JSON) -> HTTPAnswer:
         """One request within the timeout; failures become Retryable or (for 4xx) ConnectorError."""
         self.attempts += 1
         content = None if json_body is None else wire_json.encode(json_body)

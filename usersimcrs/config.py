@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import parse_yaml, read_yaml
 from usersimcrs.errors import ConfigError
@@ -87,8 +88,8 @@ class RunConfig(_Section):
     profiles: ProfilesConfig = Field(default_factory=ProfilesConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     llm_components: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    simulator: dict[str, Any]
-    crs: dict[str, Any]
+    simulator: ConfigSection
+    crs: ConfigSection
     data: dict[str, Any] = Field(
         default_factory=dict, description="extra resources (annotated dialogues, domain files)"
     )

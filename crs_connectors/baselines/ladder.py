@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -27,6 +27,9 @@ from usersimcrs.core.dialogue import AGENT, Dialogue, ItemRef, Utterance
 from usersimcrs.core.items import ItemCollection, display_title
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.user_model.preferences import expected_score
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 
 class OracleConfig(BaselineConfig):
@@ -79,7 +82,7 @@ class OracleCRS(RuleBasedCRS):
     Config = OracleConfig
     config: OracleConfig
 
-    def __init__(self, config: OracleConfig, context: Any) -> None:
+    def __init__(self, config: OracleConfig, context: RunContext) -> None:
         super().__init__(config, context)
         self.profile: UserProfile | None = None
         self.seed = 0
@@ -149,7 +152,7 @@ class BrokenCRS(CRSConnector):
     Config = BaselineConfig
     config: BaselineConfig
 
-    def __init__(self, config: BaselineConfig, context: Any) -> None:
+    def __init__(self, config: BaselineConfig, context: RunContext) -> None:
         super().__init__(config, context)
         self.items: ItemCollection = context.require_items(f"crs type {config.type!r}")
         self.seed = 0

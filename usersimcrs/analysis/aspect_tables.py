@@ -26,6 +26,7 @@ from usersimcrs.core.crsarena_eval import (
     turn_score_name,
 )
 from usersimcrs.core.dialogue import AGENT, Dialogue
+from usersimcrs.judges.base import JudgmentRecord
 from usersimcrs.metrics.satisfaction import classify, load_classifier, on_scale
 
 DIALOGUE_TURN = -1
@@ -109,7 +110,7 @@ def run_file_predictions(conversations: Iterable[RunFileConversation], aspects: 
     return pd.DataFrame(rows, columns=PRED_COLUMNS)
 
 
-def judgment_predictions(records: Iterable[dict[str, Any]], aspects: Sequence[str]) -> dict[str, pd.DataFrame]:
+def judgment_predictions(records: Iterable[JudgmentRecord], aspects: Sequence[str]) -> dict[str, pd.DataFrame]:
     """Predictions per judge (and model, when a judge ran with several) from judgment records.
 
     A record counts when its name (``understanding``, ``relevance@3``, aliases allowed) is one of
@@ -146,7 +147,7 @@ def judgment_predictions(records: Iterable[dict[str, Any]], aspects: Sequence[st
     return out
 
 
-def judgment_failures(records: Iterable[dict[str, Any]], aspects: Sequence[str]) -> dict[str, int]:
+def judgment_failures(records: Iterable[JudgmentRecord], aspects: Sequence[str]) -> dict[str, int]:
     """Judgments of `aspects` without a value, per judge (they pair with nothing)."""
     wanted = set(aspects)
     out: dict[str, int] = {}
@@ -271,10 +272,10 @@ def satisfaction_predictions(dialogues: Sequence[Dialogue], aspects: Sequence[st
     return pd.DataFrame(rows, columns=PRED_COLUMNS)
 
 
-def run_file_records(conversations: Iterable[RunFileConversation], judge: str) -> list[dict[str, Any]]:
+def run_file_records(conversations: Iterable[RunFileConversation], judge: str) -> list[JudgmentRecord]:
     """A run file as judgment records of `judge` (turn scores named ``<aspect>@<turn_ind>``), so outside
     predictions join every table judgments join. Only CRSArena-Eval aspects are kept."""
-    records: list[dict[str, Any]] = []
+    records: list[JudgmentRecord] = []
     for conversation in conversations:
         for turn in conversation.turns:
             for name, value in turn.turn_level_pred.items():
@@ -288,7 +289,7 @@ def run_file_records(conversations: Iterable[RunFileConversation], judge: str) -
     return records
 
 
-def _record(conversation_id: str, judge: str, name: str, aspect_name: str, value: float) -> dict[str, Any]:
+def _record(conversation_id: str, judge: str, name: str, aspect_name: str, value: float) -> JudgmentRecord:
     spec = BY_NAME[aspect_name]
     return {
         "conversation_id": conversation_id,

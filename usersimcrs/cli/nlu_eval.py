@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from usersimcrs.llm.backends import backend_names
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.pipeline.nlu_eval import NLUEvalReport
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,7 +63,7 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def render(report: dict[str, Any]) -> str:
+def render(report: NLUEvalReport) -> str:
     """A plain-text table of the report."""
     lines = [
         f"NLU {report['nlu']} on {report['utterances']} agent utterances of {report['dialogues']}",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from usersimcrs.errors import ConfigError, UserError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.core.json_types import ConfigSection
     from usersimcrs.pipeline.probe import ProbeReport
 
 
@@ -31,11 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=handle)
 
 
-def connector_section(args: argparse.Namespace) -> dict[str, Any]:
+def connector_section(args: argparse.Namespace) -> ConfigSection:
     """The connector options from --config, --type/--url and --set (later ones win)."""
     from usersimcrs.core.yaml_io import parse_yaml, read_yaml  # lazy: keeps `usersimcrs --help` fast
 
-    section: dict[str, Any] = {}
+    section: ConfigSection = {}
     if args.config:
         data = read_yaml(args.config)
         section = dict(data.get("crs", data)) if isinstance(data.get("crs", data), dict) else {}

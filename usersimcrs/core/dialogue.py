@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.item_ref import ItemRef
 from usersimcrs.core.item_ref import Resolution as Resolution  # re-exported from its former home
+from usersimcrs.core.json_types import JSON
 from usersimcrs.core.profile import UserProfile
 
 USER = "USER"
@@ -52,7 +53,7 @@ class Annotation(_Model):
     """A key-value annotation on an utterance (DialogueKit keeps them as pairs)."""
 
     key: str
-    value: Any = None
+    value: JSON = None  # DialogueKit keeps any JSON value here
 
 
 class Utterance(_Model):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, AsyncGenerator, Iterable, Iterator
+from typing import AsyncGenerator, Iterable, Iterator
 
 from crs_connectors.transport import POOL_KEY, CRSPool
 from usersimcrs.config import DATA_SECTIONS, ItemsConfig, RatingsConfig, RunConfig
@@ -19,6 +19,7 @@ from usersimcrs.core.manifest import file_sha256
 from usersimcrs.core.profile import Ratings
 from usersimcrs.core.secrets import Secrets
 from usersimcrs.core.shared_resources import SharedResources
+from usersimcrs.core.usage import UsageSummary
 from usersimcrs.engine.conversation import ConversationRunner, plan
 from usersimcrs.engine.loop import cancel_bounded, collector_paused, thaw
 from usersimcrs.engine.plugins import RunPlugins
@@ -200,7 +201,7 @@ async def _between_others(steps: Iterator[None]) -> None:
         await asyncio.sleep(0)
 
 
-def _usage(context: RunContext) -> dict[str, Any]:
+def _usage(context: RunContext) -> UsageSummary:
     llms = context.llms
     if llms is not None and hasattr(llms, "usage_summary"):
         return llms.usage_summary()

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.config import RunConfig, absolutize
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.matrix_folder import MatrixFolder, cell_name
 from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.shared_resources import SharedResources
@@ -55,8 +56,8 @@ class NamedOverride(BaseModel):
 class RunDefaults(RunConfig):
     """The matrix's `base:` run config: every RunConfig key, typed; simulator and CRS come from the axes."""
 
-    simulator: dict[str, Any] = Field(default_factory=dict)
-    crs: dict[str, Any] = Field(default_factory=dict)
+    simulator: ConfigSection = Field(default_factory=dict)
+    crs: ConfigSection = Field(default_factory=dict)
 
 
 class MatrixDesign(BaseModel):

@@ -13,12 +13,13 @@ from typing import Any, Callable
 
 from crs_connectors.base import CRSConnector, connector_spec
 from usersimcrs.config import RunConfig, validate_section
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.core.validation import require_key
 from usersimcrs.errors import UserError
 from usersimcrs.registry import Registry
 from usersimcrs.runtime.context import RunContext
-from usersimcrs.simulators.base import UserSimulator, simulators
+from usersimcrs.simulators.base import SimulatorConfig, UserSimulator, simulators
 
 SimulatorFactory = Callable[[RunContext, UserProfile, int], UserSimulator]
 """(run context, profile, conversation seed) -> a fresh simulator for one conversation."""
@@ -54,7 +55,7 @@ def llm_components(config: RunConfig, source: str = "config") -> list[str]:
 
 
 def simulator_factory(
-    section: dict[str, Any], source: str = "config", overrides: Mapping[str, str] | None = None
+    section: ConfigSection, source: str = "config", overrides: Mapping[str, str] | None = None
 ) -> SimulatorFactory:
     """The factory of the simulator a `simulator:` section names (options validated now)."""
     sim_cls, sim_config = _resolve(simulators, section, "simulator", source, overrides)
@@ -66,7 +67,7 @@ def simulator_factory(
     return build
 
 
-def simulator_options(section: dict[str, Any]) -> dict[str, Any] | None:
+def simulator_options(section: ConfigSection) -> dict[str, Any] | None:
     """The simulator's options as validated, defaults filled in, for the manifest (some defaults, such as the
     LLM users' style, come from data files); None when the section does not name a registered simulator."""
     try:
@@ -77,7 +78,7 @@ def simulator_options(section: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def connector_factory(
-    section: dict[str, Any], source: str = "config", overrides: Mapping[str, str] | None = None
+    section: ConfigSection, source: str = "config", overrides: Mapping[str, str] | None = None
 ) -> ConnectorFactory:
     """The factory of the connector a `crs:` section names (options validated now; recorder applied)."""
     spec = connector_spec(section, source, overrides)
@@ -89,8 +90,12 @@ def connector_factory(
 
 
 def _resolve(
-    registry: Registry[Any], section: dict[str, Any], name: str, source: str, overrides: Mapping[str, str] | None
-) -> tuple[Any, Any]:
+    registry: Registry[type[UserSimulator]],
+    section: ConfigSection,
+    name: str,
+    source: str,
+    overrides: Mapping[str, str] | None,
+) -> tuple[type[UserSimulator], SimulatorConfig]:
     require_key(section, "type", source=source, prefix=name, overrides=overrides)
     cls = registry.get(str(section["type"]))
     return cls, validate_section(cls.Config, section, source=source, prefix=name, overrides=overrides)

@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Iterable
+from typing import Iterable
 
 from crs_connectors.base import HealthChecked, connector_spec
 from usersimcrs.config import RunConfig
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.engine.plugins import llm_components
 from usersimcrs.errors import ConnectorError, UserError
 from usersimcrs.llm import preflight as llm_preflight
@@ -34,7 +35,7 @@ def answered(reason: str) -> bool:
 
 
 async def check_crs(
-    section: dict[str, Any],
+    section: ConfigSection,
     *,
     source: str = "config",
     run_seed: int = 0,
@@ -63,7 +64,7 @@ async def check_crs(
         await connector.close()
 
 
-async def check_distinct(sections: Iterable[tuple[dict[str, Any], str]], *, run_seed: int = 0) -> int:
+async def check_distinct(sections: Iterable[tuple[ConfigSection, str]], *, run_seed: int = 0) -> int:
     """Check each distinct `crs:` section once (a matrix repeats them per cell); returns how many were checked."""
     seen: set[str] = set()
     for section, source in sections:

@@ -12,7 +12,10 @@ import os
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import LLMSource
 
 PLAIN_INTERVAL_S = 15.0
 """Seconds between two plain progress lines when stderr is not a terminal (environment variable
@@ -31,7 +34,7 @@ class RunProgress:
         done: int = 0,
         *,
         enabled: bool = True,
-        llms: Any = None,
+        llms: LLMSource | None = None,
         label: str = "conversations",
         stream: TextIO | None = None,
         interval_s: float | None = None,

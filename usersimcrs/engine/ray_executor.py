@@ -27,7 +27,7 @@ from typing import Any, AsyncGenerator, Iterable
 
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import Dialogue
-from usersimcrs.core.usage import add_summaries
+from usersimcrs.core.usage import UsageSummary, add_summaries
 from usersimcrs.engine.local import _usage, build_context, close_context, data_files, iter_conversations, with_hashes
 from usersimcrs.engine.loop import run_coroutine
 from usersimcrs.errors import UserError
@@ -54,7 +54,7 @@ class ChunkResult:
     """What one Ray task sends back: its dialogues as JSON dicts and its LLM usage summary."""
 
     dialogues: list[dict[str, Any]]
-    usage: dict[str, Any]
+    usage: UsageSummary
 
 
 def chunk_size(n: int, cpus: int, concurrency: int) -> int:
@@ -227,7 +227,7 @@ async def iter_conversations_ray(
     *,
     source: str = "config",
     run_dir: str | Path | None = None,
-    usage: dict[str, Any] | None = None,
+    usage: UsageSummary | None = None,
     recorded: dict[str, dict[str, str]] | None = None,
 ) -> AsyncGenerator[Dialogue, None]:
     """Run `indices` as Ray tasks and yield each Dialogue; task LLM usage is summed into `usage`.

@@ -29,7 +29,7 @@ from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.secrets import Secrets, scrubbing_logs
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.storage import StorageError
-from usersimcrs.core.usage import add_summaries
+from usersimcrs.core.usage import UsageSummary, add_summaries
 from usersimcrs.engine.conversation import plan
 from usersimcrs.engine.local import (
     _usage,
@@ -69,7 +69,7 @@ class RunSummary:
     ambiguous_items: int = 0  # recommended titles that several items share, over the whole file
     user_turns: dict[str, int] = field(default_factory=dict)  # user turns by the source of their words, whole file
     wall_s: float = 0.0
-    llm: dict[str, Any] = field(default_factory=dict)
+    llm: UsageSummary = field(default_factory=dict)
 
 
 def _prepare_output(
@@ -180,7 +180,7 @@ async def _run_locked(
         label=progress_label or "conversations",
         plain=plain_progress,
     )
-    remote_usage: dict[str, Any] = {}  # LLM usage of conversations run in other processes (ray executor)
+    remote_usage: UsageSummary = {}  # LLM usage of conversations run in other processes (ray executor)
     failed = True
     try:
         if config.executor == "ray":
@@ -232,7 +232,7 @@ def _finish_manifest(
     previous: dict[str, Any],
     summary: RunSummary,
     context: RunContext,
-    remote_usage: dict[str, Any],
+    remote_usage: UsageSummary,
     sessions: int,
     files: dict[str, dict[str, str]],
 ) -> None:
@@ -256,7 +256,7 @@ def _finish_manifest(
     folder.write_manifest(manifest)
 
 
-def http_clients(context: RunContext, previous: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def http_clients(context: RunContext, previous: dict[str, Any]) -> dict[str, dict[str, dict[str, str]]]:
     """Which HTTP client spoke to each LLM (by component) and CRS endpoint (by origin) of the run, and why
     (`core/http_route.py`), over this session and the ones before it."""
     llms = context.llms.http_routes() if context.llms is not None and hasattr(context.llms, "http_routes") else {}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.http_route import Client, Route
+from usersimcrs.core.json_types import JSON, JSONSchema
 from usersimcrs.core.usage import Usage
 
 
@@ -25,7 +26,7 @@ class LLMResult(BaseModel):
     """What `LLM.complete` returns: text, the parsed JSON when a schema was given, and accounting."""
 
     text: str
-    parsed: Any = None
+    parsed: JSON = None  # the structured answer, validated against the schema it was asked for
     truncated: bool = Field(False, description="structured output cut off at max_tokens, closed, then validated")
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
@@ -66,7 +67,7 @@ class LLM(ABC):
         temperature: float = 0.0,
         max_tokens: int = 256,
         seed: int | None = None,
-        schema: dict[str, Any] | None = None,
+        schema: JSONSchema | None = None,
         component: str = "default",
     ) -> LLMResult:
         """Complete a chat; with `schema`, the reply is constrained to it and parsed into `parsed`."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from usersimcrs.core.usage import UsageSummary
 from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.backends import build_backend
@@ -74,7 +75,7 @@ class LLMProvider:
         """The backend actually used for `component` (what 'auto' chose)."""
         return self.get(component).backend
 
-    def usage_summary(self) -> dict[str, Any]:
+    def usage_summary(self) -> UsageSummary:
         """Calls, cache hits, tokens, retries and errors: overall, by component and by model."""
         return self.tracker.summary()
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Callable, ClassVar, Mapping, TypeVar
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.metrics.options import MetricOptions
+
+T = TypeVar("T")
 
 Value = float | int | str | None
 
@@ -24,7 +26,7 @@ class MetricContext:
     horizon: int = 1
     shared: SharedResources = field(default_factory=SharedResources)
 
-    def resource(self, key: str, factory: Callable[[], Any]) -> Any:
+    def resource(self, key: str, factory: Callable[[], T]) -> T:
         """A resource built once per command (e.g. a classifier), not per dialogue or per run; read-only."""
         return self.shared.get(("metrics", key), factory)
 

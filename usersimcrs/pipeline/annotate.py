@@ -9,14 +9,13 @@ down or refuses the key stops the command before the first call (`usersimcrs.llm
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from data_converters.augment.base import annotators
 from data_converters.augment.folder import ConvertedFolder
 from data_converters.augment.prompt_spec import labels_from_yaml, load_prompt
-from data_converters.augment.runner import annotate, report_path
+from data_converters.augment.runner import AnnotationReport, annotate, report_path
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.preflight import check_llms
@@ -44,7 +43,7 @@ class AnnotateRequest(BaseModel):
 class AnnotateResult(BaseModel):
     """The annotation report and where it was written."""
 
-    report: Any
+    report: AnnotationReport
     report_path: Path
 
 

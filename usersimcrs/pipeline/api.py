@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from crs_connectors.base import ConnectorConfig, CRSConnector
 from crs_connectors.inprocess import ObjectConfig, ObjectConnector
 from usersimcrs.config import RunConfig, validate_section
 from usersimcrs.core.items import ItemCollection
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.core.run_folder import Run, RunFolder, load_run
 from usersimcrs.engine.loop import run_blocking
@@ -39,6 +40,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 DEFAULT_DELIMITERS = {"genres": "|", "keywords": "|"}
 
+CRSArgument: TypeAlias = Any
+"""The `crs` of `simulate`: any of the forms the module docstring lists, told apart at run time (`crs_plugin`)."""
+
+SimulatorArgument: TypeAlias = Any
+"""The `simulator` of `simulate`: a registry name, a mapping, a simulator class or a user function
+(`simulator_plugin`)."""
+
 
 def LLM(backend: str = "auto", model: str | None = None, **options: Any) -> LLMConfig:  # noqa: N802 - reads as a type
     """LLM settings: ``LLM("openai", model="gpt-4o-mini")``, ``LLM("ollama", model="llama3.1:8b")``.
@@ -54,7 +62,7 @@ def _label(obj: Any) -> str:
     return f"python:{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', type(target).__name__)}"
 
 
-def crs_plugin(crs: Any) -> tuple[dict[str, Any], ConnectorFactory | None]:
+def crs_plugin(crs: CRSArgument) -> tuple[ConfigSection, ConnectorFactory | None]:
     """The `crs:` section to record and, for Python objects, the factory that builds each connector."""
     if isinstance(crs, str):
         return {"type": crs}, None
@@ -75,7 +83,7 @@ def crs_plugin(crs: Any) -> tuple[dict[str, Any], ConnectorFactory | None]:
     )
 
 
-def simulator_plugin(simulator: Any) -> tuple[dict[str, Any], SimulatorFactory | None]:
+def simulator_plugin(simulator: SimulatorArgument) -> tuple[ConfigSection, SimulatorFactory | None]:
     """The `simulator:` section to record and, for Python objects, the factory of each simulator."""
     if isinstance(simulator, str):
         return {"type": simulator}, None
@@ -114,8 +122,8 @@ def _data_section(value: str | Path | dict[str, Any] | None, extra: dict[str, An
 
 def build_config(
     *,
-    crs_section: dict[str, Any],
-    simulator_section: dict[str, Any],
+    crs_section: ConfigSection,
+    simulator_section: ConfigSection,
     items: str | Path | dict[str, Any] | None,
     ratings: str | Path | dict[str, Any] | None,
     llm: LLMConfig | dict[str, Any] | None,
@@ -146,8 +154,8 @@ def default_output(name: str) -> Path:
 
 
 async def simulate_async(
-    crs: Any,
-    simulator: Any = "agenda",
+    crs: CRSArgument,
+    simulator: SimulatorArgument = "agenda",
     *,
     items: str | Path | ItemCollection | dict[str, Any] | None = None,
     ratings: str | Path | dict[str, Any] | None = None,
@@ -202,7 +210,7 @@ async def simulate_async(
     return load_run(folder)
 
 
-def simulate(crs: Any, simulator: Any = "agenda", **kwargs: Any) -> Run:
+def simulate(crs: CRSArgument, simulator: SimulatorArgument = "agenda", **kwargs: Any) -> Run:
     """`simulate_async` for synchronous code (works inside a running event loop too)."""
     loop_kind = str(kwargs.get("event_loop", "auto"))
     return run_blocking(simulate_async(crs, simulator, **kwargs), loop_kind)

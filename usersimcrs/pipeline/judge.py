@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.secrets import Secrets, scrubbing_logs
@@ -197,9 +198,9 @@ class JudgeResult(BaseModel):
         }
 
 
-def judge_options(request: JudgeRequest) -> dict[str, Any]:
+def judge_options(request: JudgeRequest) -> ConfigSection:
     """The judge's config section from the request (only the options given)."""
-    options: dict[str, Any] = {}
+    options: ConfigSection = {}
     if request.rubric:
         options["rubric"] = request.rubric
     if request.criteria:
@@ -281,7 +282,9 @@ def base_llm_config(request: JudgeRequest, manifest: dict[str, Any]) -> LLMConfi
     return validate(LLMConfig, data, source="judge", prefix="llm")
 
 
-def _dry_run(judge: Judge, todo: list, request: JudgeRequest, provider: Any, context: Any) -> DryRunEstimate:
+def _dry_run(
+    judge: Judge, todo: list, request: JudgeRequest, provider: LLMProvider, context: RunContext
+) -> DryRunEstimate:
     """Every call a first attempt would make, counted, estimated and priced per model (debates as upper and
     lower bound)."""
     plan = plan_run(judge, todo, context)
@@ -336,7 +339,7 @@ async def judge_async(
 
 
 async def _judge_matrix(
-    matrix: Any,
+    matrix: MatrixFolder,
     request: JudgeRequest,
     *,
     llm: LLMConfig | None,
@@ -440,7 +443,7 @@ def merge_results(results: list[JudgeResult], judgments_path: str) -> JudgeResul
 
 
 async def _judge_locked(
-    folder: Any,
+    folder: RunFolder,
     judge: Judge,
     request: JudgeRequest,
     config: LLMConfig,

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from usersimcrs.analysis.compare import LOWER_IS_BETTER, combined_table, comparison_metrics, discover_cells
 from usersimcrs.analysis.ladder import LadderResult, score_ladder
 from usersimcrs.config import RunConfig, read_yaml, validate_section
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.storage import write_atomic
@@ -69,7 +70,7 @@ class LadderOutcome:
     report_path: Path
 
 
-def _plugin_name(section: dict[str, Any]) -> str:
+def _plugin_name(section: ConfigSection) -> str:
     """A cell-name-safe name for a simulator section (its type; a dotted path keeps its last part)."""
     name = re.split(r"[.:]", str(section.get("type", "simulator")))[-1]
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", name).lstrip("_.-") or "simulator"

@@ -45,6 +45,7 @@ from usersimcrs.analysis.reference import read_judge_records, read_reference
 from usersimcrs.core.dialogue import AGENT
 from usersimcrs.core.votes import VOTES, read_votes
 from usersimcrs.errors import DataError, UserError
+from usersimcrs.judges.base import JudgmentRecord
 from usersimcrs.metrics.compute import compute_metrics
 from usersimcrs.metrics.options import MetricOptions
 from usersimcrs.pipeline.aspect_meta_eval import TRAINED_REASON, judgment_spec, training_notes, training_overlap
@@ -99,7 +100,7 @@ def _conversation_table(
     sources: Sequence[RunSource],
     scores: Sequence[str],
     reference_key: str | None,
-    outside: list[dict[str, Any]],
+    outside: list[JudgmentRecord],
     reference_csv: pd.DataFrame | None,
     left_out: list[LeftOut],
 ) -> pd.DataFrame:

@@ -14,9 +14,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from crs_connectors.base import build_connector
-from usersimcrs.core.dialogue import AGENT, USER, Dialogue, Utterance
+from crs_connectors.base import CRSConnector, build_connector
+from usersimcrs.core.dialogue import AGENT, USER, Dialogue, ItemRef, Utterance
 from usersimcrs.core.items import ItemCollection
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.preflight import answered
 from usersimcrs.errors import ConnectorError, UserError
@@ -37,7 +38,7 @@ class TurnResult:
 
     message: str
     text: str
-    items: list[Any]
+    items: list[ItemRef]
     latency_s: float
 
 
@@ -100,7 +101,7 @@ class CheckFailed(Exception):
     """A probe step failed; the message is its one-line reason."""
 
 
-def refused_hint(exc: ConnectorError, connector: Any) -> str:
+def refused_hint(exc: ConnectorError, connector: CRSConnector) -> str:
     """A hint for a request the server refused as malformed (HTTP 4xx): the server is up but most
     likely speaks another protocol than the connector's."""
     if not answered(" ".join(str(exc).split())):
@@ -110,7 +111,9 @@ def refused_hint(exc: ConnectorError, connector: Any) -> str:
     return f" (the server is up but refused the request: does it speak {protocol} protocol?)"
 
 
-async def talk(connector: Any, conversation_id: str, messages: list[str], results: list[TurnResult]) -> str | None:
+async def talk(
+    connector: CRSConnector, conversation_id: str, messages: list[str], results: list[TurnResult]
+) -> str | None:
     """Open a conversation and send `messages`, appending each answered turn to `results`; returns
     the reason of the first failure (None when every turn was answered)."""
     dialogue = Dialogue(conversation_id=conversation_id)
@@ -132,7 +135,7 @@ async def talk(connector: Any, conversation_id: str, messages: list[str], result
     return None
 
 
-async def converse(connector: Any, conversation_id: str, messages: list[str]) -> list[TurnResult]:
+async def converse(connector: CRSConnector, conversation_id: str, messages: list[str]) -> list[TurnResult]:
     """Run one scripted conversation and close it; a failure to open, answer or close is
     `CheckFailed` naming the conversation and the turn."""
     results: list[TurnResult] = []
@@ -149,7 +152,7 @@ async def converse(connector: Any, conversation_id: str, messages: list[str]) ->
     return results
 
 
-async def run_checks(report: ProbeReport, section: dict[str, Any], context: Any, messages: list[str]) -> None:
+async def run_checks(report: ProbeReport, section: ConfigSection, context: RunContext, messages: list[str]) -> None:
     """The probe's checks in order; the first failure raises `CheckFailed` (recorded by `probe`)."""
     first = build_connector(section, context, source="probe-crs")
     health = getattr(first, "health", None)
@@ -198,7 +201,7 @@ async def run_checks(report: ProbeReport, section: dict[str, Any], context: Any,
         report.record("context", "skipped", "needs 2 turns or more")
 
 
-async def probe(section: dict[str, Any], context: Any, messages: list[str]) -> ProbeReport:
+async def probe(section: ConfigSection, context: RunContext, messages: list[str]) -> ProbeReport:
     """Health, a scripted conversation, session separation and context use: a row per check, the
     first failure recorded with its reason and the checks after it not run."""
     report = ProbeReport(crs=str(section["type"]))
@@ -212,7 +215,7 @@ async def probe(section: dict[str, Any], context: Any, messages: list[str]) -> P
 
 
 async def probe_crs_async(
-    section: dict[str, Any], *, item_file: str | None = None, turns: int = 3, messages: list[str] | None = None
+    section: ConfigSection, *, item_file: str | None = None, turns: int = 3, messages: list[str] | None = None
 ) -> ProbeReport:
     """Probe the CRS a `crs:` section describes with `turns` scripted messages."""
     if turns < 1:
@@ -225,6 +228,6 @@ async def probe_crs_async(
         await context.aclose()
 
 
-def probe_crs(section: dict[str, Any], **options: Any) -> ProbeReport:
+def probe_crs(section: ConfigSection, **options: Any) -> ProbeReport:
     """`probe_crs_async` from synchronous code (also inside a running event loop)."""
     return run_blocking(probe_crs_async(section, **options))

@@ -9,21 +9,22 @@ in words, to rank systems, not conversations. Conversations the model was traine
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import pandas as pd
 
 from usersimcrs.analysis.aspect_agreement import SYSTEMS_NOT_CONVERSATIONS
 from usersimcrs.analysis.summary import describe
-from usersimcrs.judges.learned.model import Evaluator, RunStats
+from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.judges.learned.model import Evaluator, LearnedModel, RunStats
 from usersimcrs.report.html import Report
 
 ASPECT = "dialogue_overall"
 
 
 def learned_table(
-    model: str | Path, dialogues: Sequence[Any], table: pd.DataFrame, by: Sequence[str], *, seed: int = 0
-) -> tuple[pd.DataFrame, Any, int, list[str]]:
+    model: str | Path, dialogues: Sequence[Dialogue], table: pd.DataFrame, by: Sequence[str], *, seed: int = 0
+) -> tuple[pd.DataFrame, LearnedModel, int, list[str]]:
     """Per group of `by` (columns of `table`, the counted conversations with `success`): success (mean, n)
     and the predicted dialogue_overall (mean, 95% bootstrap CI, n); with the loaded model, how many of the
     conversations it was trained on and its drift warnings (conversations unlike its training data)."""
@@ -62,7 +63,7 @@ def _mean(figures: dict[str, float], *, ci: bool = False) -> str:
     return f"{text} (n={figures['n']})"
 
 
-def agreement_sentences(model: Any) -> list[str]:
+def agreement_sentences(model: LearnedModel) -> list[str]:
     """What the model's recorded agreement on dialogue_overall says, in words (with its CIs)."""
     figures = (model.cv.get("aspects") or {}).get(ASPECT)
     kind = model.cv.get("kind", "cross-validation at training")
@@ -93,7 +94,7 @@ def _figure(value: float | None, ci: Sequence[float | None] | None) -> str:
 def add_learned_section(
     report: Report,
     model: str | Path,
-    dialogues: Sequence[Any],
+    dialogues: Sequence[Dialogue],
     table: pd.DataFrame,
     by: Sequence[str],
     *,

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from usersimcrs.core.dialogue import USER, Utterance
 from usersimcrs.core.generation import REPAIRED_CLOSED, REPAIRED_PROSE, STRUCTURED, TEXT, fallback_label
 from usersimcrs.core.human_reference import load_reference
+from usersimcrs.core.json_types import JSONSchema
 from usersimcrs.core.profile import ReadOnlyDict, ReadOnlyList, UserProfile
 from usersimcrs.llm.base import LLMResult, Message
 from usersimcrs.prompts import load_prompt, load_prompt_file
@@ -156,7 +157,7 @@ class LLMUserSimulator(UserSimulator):
         *,
         turn: int,
         purpose: str,
-        schema: dict[str, Any] | None = None,
+        schema: JSONSchema | None = None,
         max_tokens: int | None = None,
     ) -> LLMResult:
         """One LLM call with the configured temperature and a seed fixed by (seed, turn, purpose)."""

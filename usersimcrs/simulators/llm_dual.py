@@ -14,12 +14,13 @@ from pydantic import Field
 
 from usersimcrs.core.dialogue import Dialogue, Utterance
 from usersimcrs.core.generation import TEMPLATE
+from usersimcrs.core.json_types import JSONSchema
 from usersimcrs.llm.base import LLMResult, Message
 from usersimcrs.simulators.base import Stop
 from usersimcrs.simulators.llm_single import SinglePromptConfig, SinglePromptSimulator
 from usersimcrs.simulators.prompting import fill, render_history, squeeze, user_turn_count
 
-STOP_SCHEMA: dict[str, Any] = {
+STOP_SCHEMA: JSONSchema = {
     "type": "object",
     "properties": {"end": {"type": "boolean"}},
     "required": ["end"],

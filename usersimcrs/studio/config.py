@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from usersimcrs.config import ItemsConfig, RatingsConfig, RunConfig, absolutize, load_run_config, resolve_path
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import read_yaml
 from usersimcrs.engine.plugins import connector_factory
@@ -40,7 +41,7 @@ class StudyCRS(BaseModel):
     name: str = Field(pattern=NAME_PATTERN)
     from_config: str | None = None
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> ConfigSection:
         """The connector section (everything but `name` and `from_config`)."""
         return dict(self.model_extra or {})
 

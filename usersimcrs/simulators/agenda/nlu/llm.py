@@ -14,6 +14,7 @@ from typing import Any
 
 from usersimcrs.config import read_yaml
 from usersimcrs.core.dialogue import USER, Dialogue, DialogueAct, SlotValue, Utterance
+from usersimcrs.core.json_types import JSON
 from usersimcrs.errors import LLMError
 from usersimcrs.llm.base import Message
 from usersimcrs.simulators.agenda.nlu.act_parser import ParseResult, act_schema, acts_from_json, parse_acts
@@ -82,7 +83,7 @@ class LLMNLU(NLU):
         parsed = self._parse(result.text, result.parsed)
         return self._with_items(parsed, utterance)
 
-    def _parse(self, text: str, parsed: Any) -> ParseResult:
+    def _parse(self, text: str, parsed: JSON) -> ParseResult:
         if self.settings.structured:
             data = parsed
             if data is None:
