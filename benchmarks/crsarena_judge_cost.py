@@ -20,18 +20,20 @@ from pathlib import Path
 
 from benchmarks.judge_cost import judge_components, prefix_reuse, run_prefix_reuse
 from benchmarks.server import llm_server
+from usersimcrs.judges.base import judges
+from usersimcrs.judges.estimate import estimate
+from usersimcrs.judges.runner import JudgeRunSummary, judge_run, prefix_chars
+from usersimcrs.llm.config import LLMConfig
+from usersimcrs.llm.provider import LLMProvider
+from usersimcrs.pipeline.convert import convert_dataset
+from usersimcrs.pipeline.sources import load_sources
+from usersimcrs.runtime.context import RunContext
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT.parent / "shared" / "data" / "raw" / "crsarena_eval" / "crs_arena_eval_redial.json"
 
 
 async def _judge(url: str, dialogues: list, cache_dir: Path) -> dict:
-    from usersimcrs.judges.base import judges
-    from usersimcrs.judges.runner import JudgeRunSummary, judge_run, prefix_chars
-    from usersimcrs.llm.config import LLMConfig
-    from usersimcrs.llm.provider import LLMProvider
-    from usersimcrs.runtime.context import RunContext
-
     cls = judges.get("crsarena")
     judge = cls(cls.Config())
     provider = LLMProvider(
@@ -65,10 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=30)
     parser.add_argument("--source", default=str(SOURCE))
     args = parser.parse_args(argv)
-    from usersimcrs.judges.base import judges
-    from usersimcrs.judges.estimate import estimate
-    from usersimcrs.pipeline.convert import convert_dataset
-    from usersimcrs.pipeline.sources import load_sources
 
     if not Path(args.source).exists():
         print(f"{args.source}: not found (needs the shared CRSArena-Eval ReDial half)", file=sys.stderr)

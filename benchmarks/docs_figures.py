@@ -1,9 +1,12 @@
-"""Renders the figures of docs/benchmarks.md from the one committed results file, so the page never
-quotes a number that file does not hold::
+"""Renders the figures of docs/benchmarks.md from the one committed results file, and the learned
+evaluator's agreement tables of docs/meta-evaluation.md from the committed `evaluator cv` report, so
+neither page quotes a number those files do not hold::
 
     usersimcrs bench --output benchmarks --replace-committed   # on an idle machine: the full run
-    python -m benchmarks.docs_figures                         # rewrites the block between the markers
-    python -m benchmarks.docs_figures --check                 # exit 1 when the page and the file disagree
+    usersimcrs evaluator cv ... --output out/evaluator-cv      # the command in docs/meta-evaluation.md;
+    cp out/evaluator-cv/cv_report.md benchmarks/evaluator_cv_report.md
+    python -m benchmarks.docs_figures                         # rewrites the blocks between the markers
+    python -m benchmarks.docs_figures --check                 # exit 1 when a page and its file disagree
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results.json"
 PAGE = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- figures:begin (python -m benchmarks.docs_figures) -->", "<!-- figures:end -->"
+CV_REPORT = ROOT / "benchmarks" / "evaluator_cv_report.md"
+CV_PAGE = ROOT / "docs" / "meta-evaluation.md"
+CV_BEGIN = "<!-- evaluator-cv:begin (benchmarks/evaluator_cv_report.md; python -m benchmarks.docs_figures) -->"
+CV_END = "<!-- evaluator-cv:end -->"
 MISSING = "not in the committed results"
 
 
@@ -166,29 +173,46 @@ def _fixed_table(scenarios: dict[str, Any]) -> list[str]:
     return lines
 
 
-def rewrite(page: str, block: str) -> str:
+def rewrite(page: str, block: str, begin: str = BEGIN, end_marker: str = END) -> str:
     """`page` with the text between the markers replaced by `block`."""
-    start, end = page.index(BEGIN) + len(BEGIN), page.index(END)
+    start, end = page.index(begin) + len(begin), page.index(end_marker)
     return page[:start] + "\n" + block + "\n" + page[end:]
+
+
+def render_cv(report: str) -> str:
+    """The block of docs/meta-evaluation.md: the `evaluator cv` report with its captions as headings."""
+    return "\n".join(
+        f"#### {line[2:-2]}" if line.startswith("**") and line.endswith("**") else line
+        for line in report.rstrip("\n").splitlines()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--results", default=str(RESULTS))
     parser.add_argument("--page", default=str(PAGE))
-    parser.add_argument("--check", action="store_true", help="only compare; exit 1 when the page is stale")
+    parser.add_argument("--cv-report", default=str(CV_REPORT))
+    parser.add_argument("--cv-page", default=str(CV_PAGE))
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 when a page is stale")
     args = parser.parse_args(argv)
     results = json.loads(Path(args.results).read_text(encoding="utf-8"))
-    page = Path(args.page).read_text(encoding="utf-8")
-    updated = rewrite(page, render(results))
-    if args.check:
-        if updated != page:
-            print(f"{args.page}: figures differ from {args.results}; run python -m benchmarks.docs_figures")
-            return 1
-        return 0
-    Path(args.page).write_text(updated, encoding="utf-8")
-    print(f"wrote the figures of {args.page} from {args.results}")
-    return 0
+    cv_report = Path(args.cv_report).read_text(encoding="utf-8")
+    pages = [
+        (args.page, args.results, lambda page: rewrite(page, render(results))),
+        (args.cv_page, args.cv_report, lambda page: rewrite(page, render_cv(cv_report), CV_BEGIN, CV_END)),
+    ]
+    stale = 0
+    for path, source, update in pages:
+        page = Path(path).read_text(encoding="utf-8")
+        updated = update(page)
+        if args.check:
+            if updated != page:
+                print(f"{path}: figures differ from {source}; run python -m benchmarks.docs_figures")
+                stale += 1
+            continue
+        Path(path).write_text(updated, encoding="utf-8")
+        print(f"wrote the figures of {path} from {source}")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

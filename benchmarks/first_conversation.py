@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.setups import ROOT, llm_user_config
+from benchmarks.server import crs_server, llm_counters, llm_server, reset_llm_counters
+from benchmarks.setups import LATENCY_S, ROOT, llm_user_config
 from usersimcrs.config import RunConfig
 
 POLL_S = 0.002
@@ -85,8 +86,6 @@ def time_to_first_conversation(
     """Start `python -m usersimcrs run` on the LLM-user config (or `config`) and time the first dialogues.jsonl
     line; with the LLM test server's counters, also the first LLM call (the end of start-up). `pycache`: see
     `_env` (time starts after an untimed one that compiled the modules there)."""
-    from benchmarks.server import llm_counters, reset_llm_counters
-
     if config is None:
         config = llm_user_config(
             llm_url, conversations=conversations, concurrency=concurrency, crs_url=crs_url, name="bench-first"
@@ -134,9 +133,6 @@ def timed_starts(
 
 
 def main() -> int:
-    from benchmarks.scenarios import LATENCY_S
-    from benchmarks.server import crs_server, llm_server
-
     with llm_server(LATENCY_S * 1000) as llm_url, crs_server() as crs_url:
         work = Path(tempfile.mkdtemp(prefix="usersimcrs-first-"))
         for run in timed_starts(llm_url, crs_url, work, 3, pycache=work / "pycache"):

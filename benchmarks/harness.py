@@ -22,6 +22,7 @@ from benchmarks.reference import describe as describe_reference
 from benchmarks.reference import reference_cpu_s
 from benchmarks.server import crs_server, listed_cpus, llm_server, parse_cpus
 from benchmarks.setups import real_crs_options
+from usersimcrs.cli import main as cli_main
 from usersimcrs.engine.loop import resolve_loop
 from usersimcrs.errors import UserError
 
@@ -251,8 +252,6 @@ def _cpu_list(option: str, text: str | None) -> frozenset[int] | None:
 def main(argv: list[str] | None = None) -> int:
     """`python -m benchmarks [options]`: the same command as `usersimcrs bench [options]`."""
     import sys
-
-    from usersimcrs.cli import main as cli_main
 
     return int(cli_main(["bench", *(sys.argv[1:] if argv is None else argv)]) or 0)
 

@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.scenarios import RunFigures, timed_run
 from benchmarks.server import crs_server, llm_server
 from benchmarks.setups import llm_user_config
+from benchmarks.timing import RunFigures, timed_run
 
 LATENCY_MS = 200.0
 HIGH_CONCURRENCY = (128, 256)

@@ -31,8 +31,10 @@ from benchmarks.reference import reference_cpu_s
 from benchmarks.scenarios import timed_run
 from benchmarks.server import crs_server, llm_server
 from benchmarks.setups import real_crs_options, real_workload_config
+from crs_connectors import transport
 from usersimcrs.core import wire_json
 from usersimcrs.core.http_client import Reply
+from usersimcrs.llm.backends import lean_http
 
 RawReply = tuple[int, dict[str, str], list[str], bytes]
 
@@ -129,9 +131,6 @@ class MinimalClient:
 
 def install() -> None:
     """Swap both HTTP paths of this process for `MinimalClient` (one per event loop)."""
-    from crs_connectors import transport
-    from usersimcrs.llm.backends import lean_http
-
     clients: dict[int, MinimalClient] = {}
 
     def client() -> MinimalClient:

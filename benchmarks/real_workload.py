@@ -29,9 +29,9 @@ from typing import Any
 from benchmarks.high_concurrency import median_figures
 from benchmarks.reference import describe as describe_reference
 from benchmarks.reference import reference_cpu_s
-from benchmarks.scenarios import RunFigures, timed_run
 from benchmarks.server import ServedURL, crs_server, listed_cpus, llm_server, parse_cpus
 from benchmarks.setups import REAL_TURNS, real_catalogue, real_crs_options, real_workload_config
+from benchmarks.timing import RunFigures, timed_run
 from usersimcrs.core.jsonl import iter_jsonl
 
 LATENCY_MS = 200.0

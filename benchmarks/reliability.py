@@ -29,6 +29,7 @@ from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.engine.runner import run_async
 from usersimcrs.judges.base import judges
 from usersimcrs.judges.runner import JudgeRunSummary, judge_run
+from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.provider import LLMProvider
 from usersimcrs.runtime.context import RunContext
 from usersimcrs.testing.crs_servers import FAULT_KINDS, FaultPlan, GenericJSONApp, LocalCRSServer
@@ -113,8 +114,6 @@ def run_config(study: FaultStudy, llm_url: str, crs_url: str, cache_dir: Path) -
 
 
 async def _judge(dialogues: list[Dialogue], llm_url: str, out: Path, cache_dir: Path) -> list[dict[str, Any]]:
-    from usersimcrs.llm.config import LLMConfig
-
     judge = judges.get("quality")(judges.get("quality").Config())
     provider = LLMProvider(
         LLMConfig(

@@ -1,4 +1,4 @@
-"""The scenarios (B1-B7). Each returns a Scenario with its figures, its headline ratio and target."""
+"""The scenarios (B1-B8). Each returns a Scenario with its figures, its headline ratio and target."""
 
 from __future__ import annotations
 
@@ -6,23 +6,31 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.setups import agenda_config, llm_user_config
-from benchmarks.timing import TimedLLMs
-from usersimcrs.config import RunConfig
+from benchmarks.embedded_grammar import DEMO_TARGET_S, SPEEDUP_TARGET, demo_wall, speed_passed, tokens_per_second
+from benchmarks.first_conversation import time_startup_parts, timed_starts
+from benchmarks.high_concurrency import high_concurrency_runs, median_figures
+from benchmarks.judge_cost import judge_costs
+from benchmarks.real_workload import real_runs, workload
+from benchmarks.setups import LATENCY_S, agenda_config, llm_user_config, real_workload_config
+from benchmarks.timing import RunFigures, timed_run
+from benchmarks.transport_floor import floor_row, record_exchanges, replay
+from usersimcrs.core.http_route import choose_route
 from usersimcrs.core.jsonl import iter_jsonl
-from usersimcrs.engine.loop import run_coroutine
-from usersimcrs.engine.runner import build_context, close_context, run_async
+from usersimcrs.errors import ConfigError
 from usersimcrs.llm.config import LLMConfig
+from usersimcrs.llm.embedded_model import require_local_extra
 
-LATENCY_S = 0.05
 CONCURRENCY = (1, 8, 32, 64)
 CLIENTS = ("official", "lean")  # llm.client: the official openai library, or the lean transport
-DEFAULT_CLIENT: str = LLMConfig.model_fields["client"].default  # the headline figures are the default client's
+# the headline figures are the default client's: the one the default `llm.client` takes for these benchmarks'
+# servers (plain http to 127.0.0.1: `auto` takes the lean client there, docs/llm.md)
+DEFAULT_CLIENT: str = choose_route(
+    "http://127.0.0.1/", LLMConfig.model_fields["client"].default, key="llm.client"
+).client
 HIGH_LATENCY_S = 0.2  # B1 at C = 128 and 256: the issue #15 workload (200 ms server, iEvaLM CRS server)
 HIGH_CONCURRENCY = (128, 256)
 
@@ -105,60 +113,6 @@ class Scenario:
     target: str
     passed: bool | None
     figures: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class RunFigures:
-    """What one timed run did."""
-
-    wall_s: float
-    conversations: int
-    failed: int
-    llm_calls: int
-    cache_hits: int
-    llm_wait_s: float
-    simulator_s: float
-    crs_s: float
-    profile_s: float
-    cpu_s: float = 0.0
-    cpu_user_s: float = 0.0  # of cpu_s: in user mode (the rest is the kernel's, socket work included)
-
-
-async def _timed_run_async(config: RunConfig, out_dir: Path) -> RunFigures:
-    context = build_context(config, out_dir)
-    timed = TimedLLMs(context.llms)
-    context.llms = timed  # type: ignore[assignment]
-    cpu_started, times_started = time.process_time(), os.times()
-    try:
-        summary = await run_async(config, out_dir, overwrite=True, context=context)
-    finally:
-        cpu_s = time.process_time() - cpu_started
-        cpu_user_s = os.times().user - times_started.user
-        await close_context(context)
-    sim_s = crs_s = profile_s = 0.0
-    for record in iter_jsonl(out_dir / "dialogues.jsonl"):
-        timings = record.get("timings", {})
-        sim_s += float(timings.get("simulator_s", 0.0))
-        crs_s += float(timings.get("crs_s", 0.0))
-        profile_s += float(timings.get("profile_s", 0.0))
-    return RunFigures(
-        wall_s=summary.wall_s,
-        conversations=summary.completed + summary.failed,
-        failed=summary.failed,
-        llm_calls=int(summary.llm.get("calls", 0)),
-        cache_hits=int(summary.llm.get("cache_hits", 0)),
-        llm_wait_s=timed.wait_s,
-        simulator_s=sim_s,
-        crs_s=crs_s,
-        profile_s=profile_s,
-        cpu_s=cpu_s,
-        cpu_user_s=cpu_user_s,
-    )
-
-
-def timed_run(config: RunConfig, out_dir: Path) -> RunFigures:
-    """Run `config` into `out_dir` (replacing it) and collect timings and LLM counts."""
-    return run_coroutine(_timed_run_async(config, out_dir), config.event_loop)
 
 
 def _median_run(runs: list[RunFigures]) -> RunFigures:
@@ -249,8 +203,6 @@ def b1_efficiency(runs: dict[str, dict[Any, RunFigures]], retrieval: dict[str, d
 
 def high_concurrency_figures(llm_url: str, crs_url: str, sizes: Sizes, work: Path) -> dict[str, Any]:
     """B1 at C = 128 and 256 for each client: the LLM user against the iEvaLM test CRS, servers in their own processes."""
-    from benchmarks.high_concurrency import high_concurrency_runs
-
     return high_concurrency_runs(
         llm_url,
         crs_url,
@@ -290,8 +242,6 @@ def b1_high_rows(figures: dict[str, Any]) -> list[Scenario]:
 
 def b7_first_conversation(llm_url: str, crs_url: str, work: Path, repeats: int = 3) -> Scenario:
     """Wall time from starting `usersimcrs run` to the first line of dialogues.jsonl (median of `repeats`)."""
-    from benchmarks.first_conversation import timed_starts
-
     runs = timed_starts(llm_url, crs_url, work / "b7", repeats, pycache=work / "pycache")
     value = sorted(r["first_conversation_s"] for r in runs)[len(runs) // 2]
     figures = {"runs": runs, "llm_latency_ms": LATENCY_S * 1000, "crs": "iEvaLM test server (own process)"}
@@ -441,8 +391,6 @@ def _child_peak(conversations: int, out_dir: Path, *extra: str) -> dict[str, Any
 
 def b6_judge_cost(url: str, sizes: Sizes, work: Path) -> Scenario:
     """Tokens and calls per conversation for quality-5, core12 and core12+debate; cache and prompt reuse."""
-    from benchmarks.judge_cost import judge_costs
-
     dialogues_path = work / "b4-agenda" / "dialogues.jsonl"
     figures = judge_costs(url, dialogues_path, sizes.judged_conversations, work)
     cached_calls = sum(f["rerun_llm_calls"] for f in figures.values())
@@ -459,8 +407,6 @@ REAL_CONCURRENCY = (128, 256)
 
 def real_workload_figures(llm_url: Any, crs_url: Any, sizes: Sizes, work: Path) -> dict[str, Any]:
     """R1: the real workload at C = 128 and 256 (default client), with the servers' CPU beside the toolkit's."""
-    from benchmarks.real_workload import real_runs, workload
-
     runs = real_runs(
         llm_url,
         crs_url,
@@ -528,9 +474,6 @@ def r1_floor_rows(llm_url: Any, crs_url: Any, sizes: Sizes, work: Path) -> list[
     replayed with the toolkit's HTTP client and nothing else; `benchmarks/transport_floor.py`): the
     efficiency a toolkit doing no other work reaches with the servers on the same cores, and the CPU
     per conversation any toolkit pays for those twelve exchanges here. What R1 and R1-conv stand on."""
-    from benchmarks.high_concurrency import median_figures
-    from benchmarks.transport_floor import floor_row, record_exchanges, replay
-
     exchanges = record_exchanges(llm_url, crs_url, work / "floor-recorded")
     n = max(sizes.real_conversations, sizes.real_per_slot * 128)
     runs = [
@@ -557,9 +500,6 @@ def r1_floor_rows(llm_url: Any, crs_url: Any, sizes: Sizes, work: Path) -> list[
 def r7_first_record(llm_url: Any, crs_url: Any, work: Path, repeats: int, startup_repeats: int) -> list[Scenario]:
     """R7: a fresh `usersimcrs run` of the real workload: seconds to its first LLM call (start-up) and to
     its first record, plus imports and data loading timed apart in fresh processes (medians)."""
-    from benchmarks.first_conversation import time_startup_parts, timed_starts
-    from benchmarks.setups import real_workload_config
-
     config = real_workload_config(llm_url, crs_url, conversations=4, concurrency=4, name="bench-real-first")
     pycache = work / "pycache"  # compiled modules, as after `pip install` or any earlier run
     cold = time_startup_parts(config, work / "r7-parts", None)  # nothing compiled yet: the worst first start
@@ -618,10 +558,6 @@ def r5_memory(llm_url: Any, crs_url: Any, sizes: Sizes, work: Path) -> Scenario:
 def b8_embedded(sizes: Sizes, work: Path) -> list[Scenario]:
     """B8: constrained tokens per second of the embedded model, lazy over eager grammar sampling on the
     same prompts in one run (alternated); B8-demo: the wall time of `usersimcrs quickstart`."""
-    from benchmarks.embedded_grammar import DEMO_TARGET_S, SPEEDUP_TARGET, demo_wall, speed_passed, tokens_per_second
-    from usersimcrs.errors import ConfigError
-    from usersimcrs.llm.embedded_model import require_local_extra
-
     try:
         require_local_extra()
     except ConfigError as exc:

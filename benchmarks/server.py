@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from usersimcrs.testing.llm_server import COUNTERS_PATH, RESET_PATH
+
 
 class ServedURL(str):
     """A server's base URL that also knows the server's process (for its CPU time)."""
@@ -99,16 +101,12 @@ def crs_server(protocol: str = "ievalm", *options: str, cpus: frozenset[int] | N
 
 def llm_counters(openai_url: str) -> dict:
     """The LLM test server's counters (chat requests, when the first one arrived)."""
-    from usersimcrs.testing.llm_server import COUNTERS_PATH
-
     with urllib.request.urlopen(openai_url.removesuffix("/v1") + COUNTERS_PATH, timeout=10) as answer:
         return json.loads(answer.read())
 
 
 def reset_llm_counters(openai_url: str) -> None:
     """Forget the LLM test server's log and counters (the next chat request is the 'first' again)."""
-    from usersimcrs.testing.llm_server import RESET_PATH
-
     request = urllib.request.Request(openai_url.removesuffix("/v1") + RESET_PATH, data=b"{}", method="POST")
     with urllib.request.urlopen(request, timeout=10) as answer:
         answer.read()

@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ITEMS = ROOT / "configs" / "data" / "tiny_movies.csv"
 RATINGS = ROOT / "configs" / "data" / "tiny_ratings.csv"
 UNUSED_LLM = "http://127.0.0.1:9/v1"  # agenda runs never call it
+LATENCY_S = 0.05  # the LLM test server's latency in the B scenarios
 
 
 def _base(name: str, conversations: int, concurrency: int, seed: int) -> dict[str, Any]:

@@ -20,10 +20,12 @@ def main() -> None:
     entered = time.time()
     config_path, spawned_at = sys.argv[1], float(sys.argv[2])
     started, cpu_started = time.perf_counter(), time.process_time()
+    # lazy: these imports are what this child times, as a fresh `usersimcrs run` makes them
     import usersimcrs.cli  # noqa: F401 - what `usersimcrs run` imports first
     from usersimcrs.cli import build_parser, modules_for
 
     build_parser(modules_for(["run", config_path]))  # as `usersimcrs run CONFIG` builds it
+    # lazy: timed as well: the modules a run imports next
     import crs_connectors.crs_arena  # noqa: F401
     import usersimcrs.llm.backends.openai_chat  # noqa: F401
     import usersimcrs.pipeline.simulate  # noqa: F401

@@ -1,10 +1,18 @@
-"""An LLM source that times every call, to split wall time into 'waiting on the LLM' and the rest."""
+"""Timed runs: an LLM source that times every call, to split wall time into 'waiting on the LLM' and the
+rest, and `timed_run`, which runs a config and collects its timings (every scenario module uses it)."""
 
 from __future__ import annotations
 
+import os
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from usersimcrs.config import RunConfig
+from usersimcrs.core.jsonl import iter_jsonl
+from usersimcrs.engine.loop import run_coroutine
+from usersimcrs.engine.runner import build_context, close_context, run_async
 from usersimcrs.llm.base import LLM, LLMResult
 
 
@@ -45,3 +53,57 @@ class TimedLLMs:
 
     async def aclose(self) -> None:
         await self.provider.aclose()
+
+
+@dataclass
+class RunFigures:
+    """What one timed run did."""
+
+    wall_s: float
+    conversations: int
+    failed: int
+    llm_calls: int
+    cache_hits: int
+    llm_wait_s: float
+    simulator_s: float
+    crs_s: float
+    profile_s: float
+    cpu_s: float = 0.0
+    cpu_user_s: float = 0.0  # of cpu_s: in user mode (the rest is the kernel's, socket work included)
+
+
+async def _timed_run_async(config: RunConfig, out_dir: Path) -> RunFigures:
+    context = build_context(config, out_dir)
+    timed = TimedLLMs(context.llms)
+    context.llms = timed  # type: ignore[assignment]
+    cpu_started, times_started = time.process_time(), os.times()
+    try:
+        summary = await run_async(config, out_dir, overwrite=True, context=context)
+    finally:
+        cpu_s = time.process_time() - cpu_started
+        cpu_user_s = os.times().user - times_started.user
+        await close_context(context)
+    sim_s = crs_s = profile_s = 0.0
+    for record in iter_jsonl(out_dir / "dialogues.jsonl"):
+        timings = record.get("timings", {})
+        sim_s += float(timings.get("simulator_s", 0.0))
+        crs_s += float(timings.get("crs_s", 0.0))
+        profile_s += float(timings.get("profile_s", 0.0))
+    return RunFigures(
+        wall_s=summary.wall_s,
+        conversations=summary.completed + summary.failed,
+        failed=summary.failed,
+        llm_calls=int(summary.llm.get("calls", 0)),
+        cache_hits=int(summary.llm.get("cache_hits", 0)),
+        llm_wait_s=timed.wait_s,
+        simulator_s=sim_s,
+        crs_s=crs_s,
+        profile_s=profile_s,
+        cpu_s=cpu_s,
+        cpu_user_s=cpu_user_s,
+    )
+
+
+def timed_run(config: RunConfig, out_dir: Path) -> RunFigures:
+    """Run `config` into `out_dir` (replacing it) and collect timings and LLM counts."""
+    return run_coroutine(_timed_run_async(config, out_dir), config.event_loop)

@@ -23,6 +23,7 @@ from benchmarks.scenarios import CONCURRENCY, LATENCY_S, timed_run
 from benchmarks.server import llm_server
 from benchmarks.setups import llm_user_config
 from usersimcrs.core.usage import Usage
+from usersimcrs.llm.backends import openai_chat
 from usersimcrs.llm.base import LLMResult, Message
 
 
@@ -61,8 +62,6 @@ class IdlePool:
 
 def install_minimal_transport() -> None:
     """Replace `OpenAIChat.complete` with a call through IdlePool (this process only)."""
-    from usersimcrs.llm.backends import openai_chat
-
     pools: dict[tuple[int, str, int], IdlePool] = {}
 
     async def complete(self: Any, messages: list[Message], *, temperature: float = 0.0, max_tokens: int = 256,

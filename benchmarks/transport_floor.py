@@ -32,9 +32,9 @@ from benchmarks.high_concurrency import median_figures
 from benchmarks.real_workload import LATENCY_MS, load_average, measured_run, run_figures
 from benchmarks.reference import describe as describe_reference
 from benchmarks.reference import reference_cpu_s
-from benchmarks.scenarios import timed_run
 from benchmarks.server import ServedURL, crs_server, llm_server
 from benchmarks.setups import REAL_TURNS, real_crs_options, real_workload_config
+from benchmarks.timing import timed_run
 from usersimcrs.core import wire_json
 from usersimcrs.core.http_client import HTTPClient, Target
 from usersimcrs.engine.loop import run_coroutine

@@ -1,75 +1,43 @@
-"""The CRS seam: open a conversation, get a reply (text + separate ranked items), close it.
+"""The CRS connectors' registry, and the one place a `crs:` section becomes a connector.
 
-The engine creates one connector instance per conversation from the shared `RunContext`
-(HTTP connection pool, item collection, LLM), so per-conversation state lives on the instance.
+The seam itself (`CRSConnector`, `CRSReply`, `ConnectorConfig`, the protocols a connector may
+follow) lives in `seam.py`, below this module and the recorder; it is re-exported here, the path
+every connector imports it by.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
+from crs_connectors.record_replay import RecordingConnector
+from crs_connectors.seam import (
+    ConnectorConfig,
+    CRSConnector,
+    CRSReply,
+    HealthChecked,
+    ProfileOracle,
+)
+from usersimcrs.config import validate_section
+from usersimcrs.core.json_types import ConfigSection
+from usersimcrs.core.validation import require_key
 from usersimcrs.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.runtime.context import RunContext
 
-
-class CRSReply(BaseModel):
-    """A CRS turn: the text shown to the user, the ranked items recommended, the raw payload."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    text: str
-    items: list[ItemRef] = Field(default_factory=list)
-    raw: Any = None
-    items_from_text: bool = False
-
-
-@runtime_checkable
-class HealthChecked(Protocol):
-    """A connector that can tell whether its CRS is up (HTTP connectors): a GET on `health_url()`."""
-
-    def health_url(self) -> str: ...
-
-    async def health(self) -> str: ...
-
-
-class ConnectorConfig(BaseModel):
-    """Base of every connector's options; unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    type: str
-    record_to: str | None = Field(None, description="append every exchange to this JSONL file (see `replay`)")
-
-
-class CRSConnector(ABC):
-    """A black-box CRS as the simulator sees it."""
-
-    Config: ClassVar[type[ConnectorConfig]] = ConnectorConfig
-
-    def __init__(self, config: ConnectorConfig, context: RunContext) -> None:
-        self.config = config
-        self.context = context
-
-    async def open(self, conversation_id: str) -> None:  # noqa: B027 - optional hook
-        """Start a conversation (a new session on the CRS side)."""
-
-    @abstractmethod
-    async def reply(self, history: Dialogue, user_utterance: Utterance | None) -> CRSReply:
-        """The CRS's answer to `user_utterance` given the dialogue so far.
-
-        `history` holds the turns *before* `user_utterance` (the engine appends both afterwards);
-        `user_utterance` is None when the CRS speaks first.
-        """
-
-    async def close(self) -> None:  # noqa: B027 - optional hook
-        """End the conversation and release its session."""
+__all__ = [
+    "ConnectorConfig",
+    "ConnectorSpec",
+    "CRSConnector",
+    "CRSReply",
+    "HealthChecked",
+    "ProfileOracle",
+    "build_connector",
+    "connector_spec",
+    "connectors",
+]
 
 
 connectors: Registry[type[CRSConnector]] = Registry(
@@ -85,6 +53,11 @@ connectors: Registry[type[CRSConnector]] = Registry(
         "retrieval": "crs_connectors.baselines.retrieval:RetrievalCRS",
         "llm_crs": "crs_connectors.baselines.llm_crs:LLMCRS",
         "replay": "crs_connectors.record_replay:ReplayConnector",
+        "oracle": "crs_connectors.baselines.ladder:OracleCRS",
+        "oracle_mix30": "crs_connectors.baselines.ladder:OracleMix30CRS",
+        "oracle_mix70": "crs_connectors.baselines.ladder:OracleMix70CRS",
+        "random": "crs_connectors.baselines.ladder:RandomCRS",
+        "broken": "crs_connectors.baselines.ladder:BrokenCRS",
     },
 )
 
@@ -101,24 +74,21 @@ class ConnectorSpec:
         (`record=False`: the bare connector, e.g. for a health check)."""
         connector = self.cls(self.config, context)
         if record and self.config.record_to:
-            from crs_connectors.record_replay import RecordingConnector
-
             return RecordingConnector(connector, self.config.record_to)
         return connector
 
 
-def connector_spec(section: dict[str, Any], source: str = "config") -> ConnectorSpec:
+def connector_spec(
+    section: ConfigSection, source: str = "config", overrides: Mapping[str, str] | None = None
+) -> ConnectorSpec:
     """The one place a `crs:` section becomes a connector: class from the registry, options validated
-    (errors name `source` and the key). The engine, the preflight check and the probe all use it."""
-    from usersimcrs.config import validate_section
-    from usersimcrs.errors import ConfigError
-
-    if "type" not in section:
-        raise ConfigError(f"{source}: missing key 'crs.type'")
+    (errors name `source` and the key, or the `--set` flag in `overrides` that set it). The engine, the
+    preflight check and the probe all use it."""
+    require_key(section, "type", source=source, prefix="crs", overrides=overrides)
     cls = connectors.get(str(section["type"]))
-    return ConnectorSpec(cls, validate_section(cls.Config, section, source=source, prefix="crs"))
+    return ConnectorSpec(cls, validate_section(cls.Config, section, source=source, prefix="crs", overrides=overrides))
 
 
-def build_connector(section: dict[str, Any], context: RunContext, *, source: str = "config") -> CRSConnector:
+def build_connector(section: ConfigSection, context: RunContext, *, source: str = "config") -> CRSConnector:
     """The connector a `crs:` section describes (validated; wrapped by the recorder when `record_to` is set)."""
     return connector_spec(section, source).build(context)

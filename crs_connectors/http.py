@@ -8,7 +8,7 @@ The request body is a JSON template whose strings may hold placeholders: ``{conv
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
@@ -19,6 +19,10 @@ from crs_connectors.json_paths import parse_path, select
 from crs_connectors.transport import HTTPAnswer, HTTPOptions, Retryable
 from crs_connectors.turns import alternating_texts, history_records, prior_turns
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
+from usersimcrs.core.json_types import JSON
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 _PLACEHOLDER = re.compile(r"\{(conversation_id|message|turn)\}")
 _LIST_PLACEHOLDERS = ("{history}", "{history_texts}")
@@ -28,7 +32,7 @@ class HTTPConfig(HTTPOptions):
     """Options of the generic HTTP connector."""
 
     method: Literal["POST", "PUT", "GET"] = "POST"
-    request_template: Any = Field(
+    request_template: JSON = Field(
         default_factory=lambda: {"conversation_id": "{conversation_id}", "message": "{message}"},
         description="JSON body with placeholders",
     )
@@ -48,7 +52,7 @@ class HTTPConfig(HTTPOptions):
         return self
 
 
-def fill_template(template: Any, values: dict[str, str], lists: dict[str, list[Any]]) -> Any:
+def fill_template(template: JSON, values: dict[str, str], lists: dict[str, list[JSON]]) -> JSON:
     """The template with placeholders replaced (recursively through objects and lists)."""
     if isinstance(template, str):
         if template in lists:
@@ -67,19 +71,22 @@ class HTTPConnector(HTTPConnectorBase):
     Config = HTTPConfig
     config: HTTPConfig
 
-    def __init__(self, config: HTTPConfig, context: Any) -> None:
+    def __init__(self, config: HTTPConfig, context: RunContext) -> None:
         super().__init__(config, context)
         self.transport.keep_cookies = config.keep_cookies
         self.turn = 0
 
-    def request_body(self, history: Dialogue, user_utterance: Utterance | None) -> Any:
+    def request_body(self, history: Dialogue, user_utterance: Utterance | None) -> JSON:
         turns = prior_turns(history, user_utterance)
         values = {
             "conversation_id": self.conversation_id or history.conversation_id,
             "message": "" if user_utterance is None else user_utterance.text,
             "turn": str(self.turn),
         }
-        lists: dict[str, list[Any]] = {"{history}": history_records(turns), "{history_texts}": alternating_texts(turns)}
+        lists: dict[str, list[JSON]] = {
+            "{history}": history_records(turns),
+            "{history_texts}": alternating_texts(turns),
+        }
         return fill_template(self.config.request_template, values, lists)
 
     async def reply(self, history: Dialogue, user_utterance: Utterance | None) -> CRSReply:
@@ -98,7 +105,7 @@ class HTTPConnector(HTTPConnectorBase):
             from_text = True
         return CRSReply(text=text, items=items, raw=payload, items_from_text=from_text)
 
-    def read_payload(self, answer: HTTPAnswer) -> Any:
+    def read_payload(self, answer: HTTPAnswer) -> JSON:
         payload = answer.json()
         values = select(payload, self.config.text_path)
         if not values:
@@ -107,7 +114,7 @@ class HTTPConnector(HTTPConnectorBase):
             require_text(values[0] if values else None)
         return payload
 
-    def items_of(self, payload: Any) -> list[ItemRef]:
+    def items_of(self, payload: JSON) -> list[ItemRef]:
         if not self.config.items_path:
             return []
         refs = []

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from crs_connectors.base import CRSConnector
 from crs_connectors.transport import HTTPAnswer, HTTPOptions, HTTPTransport, Retryable
 from usersimcrs.core.items import ItemCollection
+from usersimcrs.core.json_types import JSON
 from usersimcrs.errors import ConnectorError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 
 class HTTPConnectorBase(CRSConnector):
@@ -17,7 +21,7 @@ class HTTPConnectorBase(CRSConnector):
     config: HTTPOptions
     keep_cookies: ClassVar[bool] = False
 
-    def __init__(self, config: HTTPOptions, context: Any) -> None:
+    def __init__(self, config: HTTPOptions, context: RunContext) -> None:
         super().__init__(config, context)
         self.conversation_id: str | None = None
         self.transport = HTTPTransport(config, context, keep_cookies=self.keep_cookies)
@@ -47,7 +51,7 @@ class HTTPConnectorBase(CRSConnector):
         return getattr(self.context, "items", None)
 
 
-def require_text(value: Any) -> str:
+def require_text(value: JSON) -> str:
     """A non-empty reply text, or a retryable 'empty reply text'."""
     if value is None or (isinstance(value, str) and not value.strip()):
         raise Retryable("empty reply text")

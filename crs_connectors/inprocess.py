@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import Field
 
 from crs_connectors.base import ConnectorConfig, CRSConnector, CRSReply
 from crs_connectors.item_parsing import items_from_text, ref_from_value
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
+from usersimcrs.core.items import ItemCollection
 from usersimcrs.errors import ConfigError, ConnectorError
 from usersimcrs.registry import _import_dotted
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 
 class PythonConfig(ConnectorConfig):
@@ -45,7 +49,7 @@ async def call_maybe_async(function: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
-def to_reply(result: Any, items_collection: Any, *, parse_text: bool) -> CRSReply:
+def to_reply(result: Any, items_collection: ItemCollection | None, *, parse_text: bool) -> CRSReply:
     """Normalise what an in-process CRS returned into a CRSReply."""
     if isinstance(result, CRSReply):
         return result
@@ -143,7 +147,7 @@ class PythonConnector(InProcessConnector):
     Config = PythonConfig
     config: PythonConfig
 
-    def __init__(self, config: PythonConfig, context: Any) -> None:
+    def __init__(self, config: PythonConfig, context: RunContext) -> None:
         super().__init__(config, context)
         self.model, self.function, self.arity = bind_target(
             _import_dotted(config.target), config.target, config.options
@@ -161,7 +165,7 @@ class ObjectConnector(InProcessConnector):
     Config = ObjectConfig
     config: ObjectConfig
 
-    def __init__(self, config: ObjectConfig, context: Any, target: Any) -> None:
+    def __init__(self, config: ObjectConfig, context: RunContext, target: Any) -> None:
         super().__init__(config, context)
         self.model, self.function, self.arity = bind_target(target, config.type)
         self.items_from_text = config.items_from_text
@@ -217,7 +221,7 @@ class DialogueKitAgentConnector(CRSConnector):
     Config = DialogueKitAgentConfig
     config: DialogueKitAgentConfig
 
-    def __init__(self, config: DialogueKitAgentConfig, context: Any) -> None:
+    def __init__(self, config: DialogueKitAgentConfig, context: RunContext) -> None:
         super().__init__(config, context)
         from dialoguekit.participant.agent import Agent
 

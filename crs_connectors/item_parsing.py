@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 
+from crs_connectors.json_paths import first_value
 from usersimcrs.core.dialogue import ItemRef
 from usersimcrs.core.items import ItemCollection
 
@@ -110,8 +111,6 @@ def ref_from_value(
 ) -> ItemRef | None:
     """An item reference from a JSON value: a scalar (an ID if the collection knows it, else a title)
     or an object with ID / title fields."""
-    from crs_connectors.json_paths import first_value
-
     item_id: str | None = None
     title: str | None = None
     if isinstance(value, dict):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from usersimcrs.core.json_types import JSON
 from usersimcrs.errors import ConfigError
 
 _TOKEN = re.compile(r"\.?([^.\[\]]+)|\[(\*|-?\d+)\]")
@@ -34,11 +34,11 @@ def parse_path(path: str) -> list[str | int]:
     return steps
 
 
-def select(data: Any, path: str) -> list[Any]:
+def select(data: JSON, path: str) -> list[JSON]:
     """Every value at `path` (a wildcard fans out; missing keys give nothing)."""
     current = [data]
     for step in parse_path(path):
-        following: list[Any] = []
+        following: list[JSON] = []
         for node in current:
             if step == "*":
                 if isinstance(node, list):
@@ -54,7 +54,7 @@ def select(data: Any, path: str) -> list[Any]:
     return current
 
 
-def first_value(data: Any, path: str) -> Any:
+def first_value(data: JSON, path: str) -> JSON:
     """The first value at `path`, or None."""
     values = select(data, path)
     return values[0] if values else None

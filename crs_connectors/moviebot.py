@@ -9,7 +9,7 @@ Recommendations appear as ``Do you like: <Title> <rating> <minutes> min``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -18,7 +18,11 @@ from crs_connectors.http_base import HTTPConnectorBase, require_text
 from crs_connectors.item_parsing import items_from_text
 from crs_connectors.transport import HTTPAnswer, HTTPOptions, Retryable
 from usersimcrs.core.dialogue import Dialogue, Utterance
+from usersimcrs.core.json_types import JSONObject
 from usersimcrs.errors import ConnectorError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 
 class MovieBotConfig(HTTPOptions):
@@ -30,14 +34,14 @@ class MovieBotConfig(HTTPOptions):
     buttons_in_text: bool = Field(False, description="append the button titles to the reply text")
 
 
-def messaging_payload(sender: str, text: str) -> dict[str, Any]:
+def messaging_payload(sender: str, text: str) -> JSONObject:
     """The Messenger-style request body MovieBot's server reads."""
     return {"entry": [{"messaging": [{"message": {"text": text}, "sender": {"id": sender}}]}]}
 
 
-def buttons_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+def buttons_of(message: JSONObject) -> list[JSONObject]:
     """Button records from a MovieBot message's ``attachment``/``attachments`` (any of the shapes used)."""
-    found: list[dict[str, Any]] = []
+    found: list[JSONObject] = []
     attachments = message.get("attachments", message.get("attachment"))
     if isinstance(attachments, dict):
         attachments = [attachments]
@@ -50,7 +54,7 @@ def buttons_of(message: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def read_message(answer: HTTPAnswer) -> dict[str, Any]:
+def read_message(answer: HTTPAnswer) -> JSONObject:
     """The ``message`` object of a MovieBot answer, with non-empty text."""
     payload = answer.json()
     message = payload.get("message") if isinstance(payload, dict) else None
@@ -66,9 +70,9 @@ class MovieBotConnector(HTTPConnectorBase):
     Config = MovieBotConfig
     config: MovieBotConfig
 
-    def __init__(self, config: MovieBotConfig, context: Any) -> None:
+    def __init__(self, config: MovieBotConfig, context: RunContext) -> None:
         super().__init__(config, context)
-        self.welcome: dict[str, Any] | None = None
+        self.welcome: JSONObject | None = None
         self.started = False
 
     async def open(self, conversation_id: str) -> None:
@@ -89,7 +93,7 @@ class MovieBotConnector(HTTPConnectorBase):
         payload = await self.transport.call("POST", self.config.url, read_message, json_body=body)
         return self.to_reply(payload)
 
-    def to_reply(self, payload: dict[str, Any]) -> CRSReply:
+    def to_reply(self, payload: JSONObject) -> CRSReply:
         message = payload["message"]
         text = message["text"]
         buttons = buttons_of(message)

@@ -13,7 +13,7 @@ secret scrubber masks it wherever a reply or an error would show it).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import Field
@@ -24,8 +24,12 @@ from crs_connectors.item_parsing import items_from_text, ref_from_value, resolve
 from crs_connectors.json_paths import select
 from crs_connectors.transport import HTTPAnswer, HTTPOptions, Retryable
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
+from usersimcrs.core.json_types import JSONObject
 from usersimcrs.core.secrets import Secrets
 from usersimcrs.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 
 class RasaConfig(HTTPOptions):
@@ -44,7 +48,7 @@ class RasaConfig(HTTPOptions):
     )
 
 
-def read_messages(answer: HTTPAnswer) -> list[dict[str, Any]]:
+def read_messages(answer: HTTPAnswer) -> list[JSONObject]:
     """The list of bot messages; an empty list or no text and no custom payload is a failure."""
     payload = answer.json()
     if not isinstance(payload, list):
@@ -61,7 +65,7 @@ class RasaConnector(HTTPConnectorBase):
     Config = RasaConfig
     config: RasaConfig
 
-    def __init__(self, config: RasaConfig, context: Any) -> None:
+    def __init__(self, config: RasaConfig, context: RunContext) -> None:
         super().__init__(config, context)
         self._url = config.url
         if config.token_env:
@@ -84,7 +88,7 @@ class RasaConnector(HTTPConnectorBase):
         messages = await self.transport.call("POST", self._url, read_messages, json_body=body)
         return self.to_reply(messages)
 
-    def to_reply(self, messages: list[dict[str, Any]]) -> CRSReply:
+    def to_reply(self, messages: list[JSONObject]) -> CRSReply:
         texts = [m["text"].strip() for m in messages if isinstance(m.get("text"), str) and m["text"].strip()]
         text = self.config.join_with.join(texts)
         items = self.custom_items(messages)
@@ -101,7 +105,7 @@ class RasaConnector(HTTPConnectorBase):
         raw = {"messages": messages, "buttons": buttons, "images": images}
         return CRSReply(text=text, items=items, raw=raw, items_from_text=from_text)
 
-    def custom_items(self, messages: list[dict[str, Any]]) -> list[ItemRef]:
+    def custom_items(self, messages: list[JSONObject]) -> list[ItemRef]:
         refs: list[ItemRef] = []
         for message in messages:
             custom = message.get("custom")

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from crs_connectors.base import ConnectorConfig, CRSConnector, CRSReply
+from crs_connectors.seam import ConnectorConfig, CRSConnector, CRSReply
 from usersimcrs.core.dialogue import Dialogue, Utterance
 from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl
 from usersimcrs.errors import ConfigError, ConnectorError
@@ -108,7 +108,7 @@ class ReplayConnector(CRSConnector):
     Config = ReplayConfig
     config: ReplayConfig
 
-    def __init__(self, config: ReplayConfig, context: Any) -> None:
+    def __init__(self, config: ReplayConfig, context: RunContext) -> None:
         super().__init__(config, context)
         key = f"replay:{Path(config.path).expanduser().resolve()}"
         shared = getattr(context, "shared", None)

@@ -6,14 +6,16 @@ body before it is parsed, and every failure reason (a 4xx body, a redirect's tar
 CRS that echoes its bearer token puts it in no file. Redirects are not followed (a 3xx is a
 failure naming its target), so a token is never sent on to another address.
 
-Requests go through the toolkit's HTTP client (`usersimcrs.core.http_client`) in a `CRSPool`: the
-run's shared one when the engine put one in the context (one keep-alive pool per run), else the
-transport's own. httpx cost about 1 ms of CPU per request at C = 128 and aiohttp about 0.5 ms per new
-connection above a bare asyncio protocol, which against an HTTP/1.0 CRS (a new connection every turn)
-made the CRS turn a third of the engine's CPU. A context that hands an ``httpx.AsyncClient`` as
-``http`` (tests, embedding code with a custom transport) gets its requests sent through that client
-instead. Either way cookies live in a jar owned by one conversation, so a session cookie set for one
-conversation is never sent in another.
+Requests go through a `CRSPool`: the run's shared one when the engine put one in the context (one pool
+per run), else the transport's own. Plain HTTP to a CRS on this machine or the local network goes
+through the toolkit's lean client (`usersimcrs.core.http_client`): httpx cost about 1 ms of CPU per
+request at C = 128 and aiohttp about 0.5 ms per new connection above a bare asyncio protocol, which
+against an HTTP/1.0 CRS (a new connection every turn) made the CRS turn a third of the engine's CPU.
+An `https://` CRS or one behind the environment's proxy goes through the pool's httpx client (TLS,
+proxies and CA bundle from the environment): `client: auto`, the rule of `core/http_route.py`; `lean` or
+`httpx` forces one. A context that hands an ``httpx.AsyncClient`` as ``http`` (tests, embedding code
+with a custom transport) gets every request sent through that client instead. Either way cookies live
+in a jar owned by one conversation, so a session cookie set for one conversation is never sent in another.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import TYPE_CHECKING, Literal, TypeVar
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from crs_connectors.base import ConnectorConfig
 from usersimcrs.core import wire_json
@@ -42,18 +46,26 @@ from usersimcrs.core.http_client import (
     SessionCookies,
     encode_headers,
 )
+from usersimcrs.core.http_route import Route, choose_route
+from usersimcrs.core.json_types import JSON
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy, parse_retry_after
 from usersimcrs.core.secrets import Secrets
 from usersimcrs.errors import ConnectorError
+from usersimcrs.llm.loops import PerLoop
 
-if TYPE_CHECKING:  # imported on first use: only a context that hands in an httpx client pays for it
+if TYPE_CHECKING:  # imported on first use: only a run with an https or proxied CRS (or a context's client) pays
     import httpx
+
+    from usersimcrs.runtime.context import RunContext
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 POOL_KEY = "crs_connectors.transport:CRSPool"  # where the engine keeps the run's pool (RunContext.shared)
 PREPARED_KEY = "crs_connectors.transport:prepared"  # per-run: options object -> its headers, secrets, policy
+
+
+CRSClient = Literal["auto", "lean", "httpx"]
 
 
 class HTTPOptions(ConnectorConfig):
@@ -70,6 +82,24 @@ class HTTPOptions(ConnectorConfig):
         default_factory=dict, description="header name -> environment variable holding its (secret) value"
     )
     health_url: str | None = None
+    client: CRSClient = Field(
+        "auto",
+        description=(
+            "HTTP client: auto takes the lean client for plain http to localhost or a local address with no "
+            "proxy set and httpx for anything else (https, a proxy, a host name); lean or httpx forces one"
+        ),
+    )
+
+    @field_validator("client")
+    @classmethod
+    def _lean_speaks_http(cls, value: str, info: ValidationInfo) -> str:
+        """`client: lean` with an https URL fails when the config is read (the lean client has no TLS)."""
+        if value == "lean":
+            for key in ("url", "health_url"):
+                url = info.data.get(key)
+                if isinstance(url, str) and urlsplit(url).scheme.lower() == "https":
+                    raise ValueError(f"lean speaks plain HTTP only; the https {key} needs client auto or httpx")
+        return value
 
 
 class Retryable(RetryableFailure):
@@ -89,7 +119,7 @@ class HTTPAnswer:
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
 
-    def json(self) -> Any:
+    def json(self) -> JSON:
         """The body as JSON; a non-JSON body is a retryable 'non-JSON reply'."""
         try:
             return wire_json.decode(self.body)
@@ -118,23 +148,72 @@ def seed_for(*parts: object) -> int:
 
 
 class CRSPool:
-    """The run's HTTP client for CRS requests: keep-alive connections per event loop, no cookies of its own.
-
-    Cookies never go into the pool: each conversation's transport keeps its own jar and sends the
-    Cookie header itself.
+    """The run's HTTP clients for CRS requests, no cookies of their own: the lean client (keep-alive
+    connections per event loop) and, made on first use in each loop, an httpx client for the URLs the route
+    rule sends there. Cookies never go into the pool: each conversation's transport keeps its own jar and
+    sends the Cookie header itself.
     """
 
     def __init__(self, connections: int = 0) -> None:
         self.connections = max(0, connections)  # 0: no cap (the engine's concurrency bounds it)
         self.client = HTTPClient(connections=self.connections)
+        self._httpx: PerLoop[httpx.AsyncClient] = PerLoop(self._new_httpx)
+        self._routes: dict[tuple[str, str], Route] = {}  # (url, client setting) -> route
+        self._origins: dict[str, Route] = {}  # scheme://host:port -> its route, for the manifest
+
+    def route(self, url: str, setting: CRSClient) -> Route:
+        """Which client sends to `url` under `crs.client` (decided once per URL: the environment is read then)."""
+        known = self._routes.get((url, setting))
+        if known is not None:
+            return known
+        try:
+            known = choose_route(url, "official" if setting == "httpx" else setting, key="crs.client")
+        except ValueError as exc:
+            raise ConnectorError(str(exc)) from None
+        if len(self._routes) < 1024:  # a connector talks to a handful of URLs
+            self._routes[(url, setting)] = known
+        self._origins.setdefault(_origin(url), known)
+        return known
+
+    def routes(self) -> dict[str, dict[str, str]]:
+        """scheme://host[:port] of every CRS endpoint used -> the client that spoke to it and why (manifest)."""
+        return {
+            origin: {key: value for key, value in route.record("httpx").items() if key != "url"}
+            for origin, route in sorted(self._origins.items())
+        }
+
+    def httpx_client(self) -> httpx.AsyncClient:
+        """The running loop's httpx client (https and proxied CRSs)."""
+        return self._httpx.get()
+
+    def _new_httpx(self) -> httpx.AsyncClient:
+        import httpx  # only a run with an https or proxied CRS pays for the import
+
+        cap = self.connections or None
+        return httpx.AsyncClient(
+            follow_redirects=False,
+            limits=httpx.Limits(max_connections=cap, max_keepalive_connections=cap),
+            cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),  # stores no cookie: the jars do
+        )
 
     async def aclose(self) -> None:
-        """Close the idle connections of the running loop."""
+        """Close the idle connections of the running loop (both clients)."""
         await self.client.aclose()
+        client = self._httpx.take_current()
+        if client is not None:
+            await client.aclose()
 
     def __del__(self) -> None:
         # a pool its owner never closed (e.g. a probe that gave up early) goes quietly, like an httpx client
         self.client.let_go()
+
+
+def _origin(url: str) -> str:
+    """scheme://host[:port] of `url` (no user info, path or query)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
 
 
 def _header_block(headers: dict[str, str]) -> bytes:
@@ -152,7 +231,7 @@ class _Prepared:
     secrets: Secrets
     request_headers: dict[str, str]
     json_headers: dict[str, str]
-    request_block: bytes  # the same headers as lines for the toolkit's client, checked and encoded once
+    request_block: bytes  # the same headers as lines for the lean client, checked and encoded once
     json_block: bytes
     policy: RetryPolicy
 
@@ -160,15 +239,21 @@ class _Prepared:
     def of(cls, options: HTTPOptions, run_secrets: Secrets) -> _Prepared:
         secret_headers = headers_from_env(options.headers_env, section="crs")
         headers = {**options.headers, **secret_headers}
-        request_headers = {"User-Agent": "usersimcrs", "Accept": "application/json, text/plain;q=0.9", **headers}
+        # the same headers on both clients, Accept-Encoding included (httpx would offer br and zstd as well)
+        request_headers = {
+            **ACCEPTED_ENCODINGS,
+            "User-Agent": "usersimcrs",
+            "Accept": "application/json, text/plain;q=0.9",
+            **headers,
+        }
         json_headers = {"Content-Type": "application/json", **request_headers}
         return cls(
             headers=headers,
             secrets=Secrets(secret_headers.values()) + run_secrets,
             request_headers=request_headers,
             json_headers=json_headers,
-            request_block=_header_block({**ACCEPTED_ENCODINGS, **request_headers}),
-            json_block=_header_block({**ACCEPTED_ENCODINGS, **json_headers}),
+            request_block=_header_block(request_headers),
+            json_block=_header_block(json_headers),
             policy=RetryPolicy(attempts=options.retries + 1, base_s=options.backoff_s, cap_s=options.max_backoff_s),
         )
 
@@ -176,7 +261,9 @@ class _Prepared:
 class HTTPTransport:
     """One conversation's HTTP channel: retries, timeouts, size limit and (optionally) its own cookies."""
 
-    def __init__(self, options: HTTPOptions, context: Any, *, keep_cookies: bool = False, seed_key: str = "") -> None:
+    def __init__(
+        self, options: HTTPOptions, context: RunContext, *, keep_cookies: bool = False, seed_key: str = ""
+    ) -> None:
         self.options = options
         self._httpx_client: httpx.AsyncClient | None = getattr(context, "http", None)
         run_cache = getattr(context, "cache", None)
@@ -186,7 +273,8 @@ class HTTPTransport:
         if self._own_pool:
             self._pool = CRSPool()
         self.keep_cookies = keep_cookies
-        self._jar: Any = None  # made on first use: SessionCookies, or httpx.Cookies on the httpx path
+        self._jar: SessionCookies | None = None  # made on first use (the lean client's requests)
+        self._httpx_jar: httpx.Cookies | None = None  # the same on the httpx path
         run_secrets = getattr(context, "secrets", None)
         run_secrets = run_secrets if isinstance(run_secrets, Secrets) else Secrets()
         # what depends on the options alone (headers, secrets, retry policy) is built once per run, not per
@@ -209,7 +297,7 @@ class HTTPTransport:
 
     def reset_session(self, seed_key: str, run_seed: int = 0) -> None:
         """Forget cookies and reseed the backoff jitter for a new conversation."""
-        self._jar = None
+        self._jar = self._httpx_jar = None
         self._seed = (run_seed, seed_key)
         self._rng_made = None
 
@@ -223,16 +311,10 @@ class HTTPTransport:
     @property
     def cookies(self) -> list[str]:
         """Names of the cookies this conversation holds."""
-        if self._jar is None:
-            return []
-        return list(self._jar)
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """The httpx client a context handed in (the httpx path only)."""
-        if self._httpx_client is None:
-            raise AttributeError("this transport sends through its CRS pool, not an httpx client")
-        return self._httpx_client
+        names = list(self._jar or [])
+        if self._httpx_jar is not None:
+            names += [name for name in self._httpx_jar if name not in names]
+        return names
 
     async def aclose(self) -> None:
         """Close the pool this transport opened itself (never the run's shared one)."""
@@ -255,7 +337,7 @@ class HTTPTransport:
         url: str,
         parse: Callable[[HTTPAnswer], T],
         *,
-        json_body: Any = None,
+        json_body: JSON = None,
         retries: int | None = None,
     ) -> T:
         """Send a request and parse its answer, retrying transient failures; raises ConnectorError."""
@@ -281,15 +363,20 @@ class HTTPTransport:
         except ConnectorError as exc:
             raise ConnectorError(scrub(str(exc))) from None
 
-    async def _attempt(self, method: str, url: str, json_body: Any) -> HTTPAnswer:
+    async def _attempt(self, method: str, url: str, json_body: JSON) -> HTTPAnswer:
         """One request within the timeout; failures become Retryable or (for 4xx) ConnectorError."""
         self.attempts += 1
         content = None if json_body is None else wire_json.encode(json_body)
         as_json = json_body is not None and "Content-Type" not in self._request_headers
-        if self._httpx_client is not None:
-            headers = self._json_headers if as_json else self._request_headers
-            return await self._attempt_httpx(method, url, headers, content)
-        return await self._attempt_pooled(method, url, self._json_block if as_json else self._request_block, content)
+        client = self._httpx_client
+        if client is None:
+            assert self._pool is not None  # made in __init__ when the context hands in no client
+            if self._pool.route(url, self.options.client).client == "lean":
+                block = self._json_block if as_json else self._request_block
+                return await self._attempt_pooled(method, url, block, content)
+            client = self._pool.httpx_client()
+        headers = self._json_headers if as_json else self._request_headers
+        return await self._attempt_httpx(client, method, url, headers, content)
 
     async def _attempt_pooled(self, method: str, url: str, headers: bytes, content: bytes | None) -> HTTPAnswer:
         timeout = self.options.timeout_s
@@ -333,14 +420,16 @@ class HTTPTransport:
         )
         return _checked(answer, reply.header("retry-after"))
 
-    async def _attempt_httpx(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> HTTPAnswer:
+    async def _attempt_httpx(
+        self, client: httpx.AsyncClient, method: str, url: str, headers: dict[str, str], content: bytes | None
+    ) -> HTTPAnswer:
         import httpx
 
         timeout = self.options.timeout_s
         started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout):
-                return await self._exchange_httpx(method, url, headers, content, started)
+                return await self._exchange_httpx(client, method, url, headers, content, started)
         except (TimeoutError, httpx.TimeoutException):
             raise Retryable(f"timeout after {format_seconds(timeout)}") from None
         except httpx.ConnectError as exc:
@@ -353,23 +442,28 @@ class HTTPTransport:
             raise Retryable(f"HTTP error ({_short(exc)})") from None
 
     async def _exchange_httpx(
-        self, method: str, url: str, headers: dict[str, str], content: bytes | None, started: float
+        self,
+        client: httpx.AsyncClient,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        content: bytes | None,
+        started: float,
     ) -> HTTPAnswer:
         import httpx
 
-        client = self.client
         timeout = httpx.Timeout(self.options.timeout_s)
         request = httpx.Request(
             method, url, headers=headers, content=content, extensions={"timeout": timeout.as_dict()}
         )
+        jar = None
         if self.keep_cookies:
-            if self._jar is None:
-                self._jar = httpx.Cookies()
-            self._jar.set_cookie_header(request)
+            jar = self._httpx_jar = self._httpx_jar if self._httpx_jar is not None else httpx.Cookies()
+            jar.set_cookie_header(request)
         response = await client.send(request, stream=True, follow_redirects=False)
         try:
-            if self.keep_cookies:
-                self._jar.extract_cookies(response)
+            if jar is not None:
+                jar.extract_cookies(response)
             _forget_cookies(client, response)
             body = await _read_limited_httpx(response, self.options.max_response_bytes)
         finally:

@@ -71,9 +71,19 @@ class ConversionReport(BaseModel):
         default_factory=list, description="outputs smaller than their input, by design"
     )
     files: list[str] = Field(default_factory=list)
+    parts: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="counts per input file, where a corpus ships in parts that are merged (CRSArena-Dial's "
+        "open and closed files)",
+    )
 
     def count_in(self, key: str, n: int = 1) -> None:
         self.counts_in[key] = self.counts_in.get(key, 0) + n
+
+    def count_part(self, part: str, key: str, n: int = 1) -> None:
+        """Count `n` under `key` for the input file `part`."""
+        counts = self.parts.setdefault(part, {})
+        counts[key] = counts.get(key, 0) + n
 
     def written_in_part(self, what: str, read: int, written: int, reason: str, **counts: int) -> None:
         """Say why fewer `what` were written than read, so a smaller output is not mistaken for a loss."""

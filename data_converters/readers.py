@@ -7,8 +7,9 @@ import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TextIO
+from typing import Callable, Iterator, TextIO
 
+from usersimcrs.core.json_types import JSON, JSONObject
 from usersimcrs.errors import DataError
 
 BadRecord = Callable[[str, str], None]
@@ -40,7 +41,7 @@ def header_of(path: Path, delimiter: str = ",") -> list[str]:
     return [c.strip().strip('"') for c in first.split(delimiter)] if first else []
 
 
-def iter_json_lines(path: Path, on_bad: BadRecord) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_json_lines(path: Path, on_bad: BadRecord) -> Iterator[tuple[int, JSONObject]]:
     """(line number, object) for each line; a truncated or non-object line goes to `on_bad`."""
     try:
         data = path.read_bytes()
@@ -64,7 +65,7 @@ def iter_json_lines(path: Path, on_bad: BadRecord) -> Iterator[tuple[int, dict[s
         yield number, obj
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path) -> JSON:
     """A whole JSON document; malformed JSON is a DataError naming the line and column."""
     try:
         text = path.read_text(encoding="utf-8-sig")

@@ -13,7 +13,6 @@ cell (dialogues + manifest, written through `RunFolder`) indexed by the matrix i
 from __future__ import annotations
 
 import csv
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -113,29 +112,14 @@ def _write_cells(out: Path, cells: list[CellRun], dataset: str) -> list[str]:
             str(folder.dialogues_path.relative_to(out)),
             str(folder.manifest_path.relative_to(out)),
         ]
-    axes = {
-        "simulators": sorted({c.simulator for c in cells}),
-        "crs": sorted({c.crs for c in cells}),
-        "datasets": sorted({c.dataset for c in cells}),
-    }
-    index = {
-        "name": dataset,
-        "source": "convert",
-        "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "axes": axes,
-        "cells": [
-            {
-                "name": c.name,
-                "simulator": c.simulator,
-                "crs": c.crs,
-                "dataset": c.dataset,
-                "run_dir": matrix.cell_entry(c.name),
-                "status": _cell_status(c),
-            }
+    matrix.write_cells_index(
+        dataset,
+        "convert",
+        [
+            {"name": c.name, "simulator": c.simulator, "crs": c.crs, "dataset": c.dataset, "status": _cell_status(c)}
             for c in cells
         ],
-    }
-    matrix.write_index(index)
+    )
     return files + [matrix.index_path.name]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 
 from crs_connectors.base import ConnectorConfig, CRSConnector, CRSReply
 from usersimcrs.core.dialogue import USER, Dialogue, ItemRef, Utterance
@@ -54,3 +55,16 @@ class EchoCRS(CRSConnector):
         text = user_utterance.text if user_utterance else "hi"
         digest = hashlib.sha256(text.encode()).hexdigest()
         return CRSReply(text=f"you said: {text}", items=[ItemRef(id=str(int(digest[:4], 16) % 40 + 1))])
+
+
+class WorkerKillerCRS(CRSConnector):
+    """Ends the process it runs in when a conversation opens: a Ray worker (or node) that dies on every
+    attempt, for the Ray executor tests. Never use it with the local executor."""
+
+    Config = ConnectorConfig
+
+    async def open(self, conversation_id: str) -> None:
+        os._exit(1)
+
+    async def reply(self, history: Dialogue, user_utterance: Utterance | None) -> CRSReply:
+        raise AssertionError("unreachable: open() ended the process")

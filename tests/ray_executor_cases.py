@@ -8,6 +8,7 @@ unreported: the parent test fails with the child's output and the tail of the Ra
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,64 @@ def test_plugin_config_error_in_a_task_surfaces_as_one_clear_error(tmp_path, loc
     )
     with pytest.raises(ConfigError, match="crs.delay"):
         run(config, tmp_path / "bad")
+
+
+def _data_record(config) -> dict:
+    from usersimcrs.engine.runner import data_files, with_hashes
+
+    return with_hashes(data_files(config))
+
+
+def test_a_task_whose_data_differs_from_the_drivers_stops_the_run_naming_node_and_file(tmp_path, local_ray):
+    """A node whose items file holds other content (the record says another hash), or that lacks the named
+    file and would read the fallback: its chunk fails with one line naming the node and the file."""
+    import asyncio
+    import socket
+
+    from usersimcrs.engine.ray_executor import DataMismatch, iter_conversations_ray
+
+    async def drain(config, recorded) -> list:
+        return [d async for d in iter_conversations_ray(config, range(4), recorded=recorded)]
+
+    config = load_run_config(_config(tmp_path, "data", executor="ray", conversations=4))
+    recorded = _data_record(config)
+    changed = {**recorded, "items": {**recorded["items"], "sha256": "0" * 64}}
+    with pytest.raises(DataMismatch) as info:
+        asyncio.run(drain(config, changed))
+    message = str(info.value)
+    assert message.startswith(f"Ray node {socket.gethostname()}: items file {ROOT / 'configs/data/tiny_movies.csv'}: ")
+    assert "other content on this node (sha256 " in message and "\n" not in message
+    # the driver read the named file; on the node it is missing and the config allows the fallback
+    missing = tmp_path / "movielens" / "movies.csv"
+    items = {"path": str(missing), "fallback_path": str(ROOT / "configs/data/tiny_movies.csv"), "use_fallback": True}
+    config = load_run_config(_config(tmp_path, "node", executor="ray", conversations=4, items=items))
+    driver = {**_data_record(config), "items": {"path": str(missing), "used": "path", "sha256": "1" * 64}}
+    with pytest.raises(DataMismatch, match=r"this node would read .*tiny_movies\.csv \(fallback_path\) instead"):
+        asyncio.run(drain(config, driver))
+
+
+def test_a_run_records_the_hash_of_each_data_file_and_a_matching_node_runs(tmp_path, local_ray):
+    config = load_run_config(_config(tmp_path, "hashed", executor="ray", conversations=4))
+    run(config, tmp_path / "hashed")
+    files = RunFolder(tmp_path / "hashed").read_manifest()["data_files"]
+    digest = __import__("hashlib").sha256((ROOT / "configs/data/tiny_movies.csv").read_bytes()).hexdigest()
+    assert files["items"]["sha256"] == digest and len(_records(tmp_path / "hashed")) == 4
+
+
+def test_a_chunk_whose_worker_dies_on_every_attempt_is_one_line(tmp_path, local_ray, capsys, caplog):
+    from usersimcrs.cli import main
+
+    # two chunks, both lost: the first to fail is the one line, the other's failure is not left unretrieved
+    path = _config(
+        tmp_path, "crash", executor="ray", conversations=4, crs={"type": "tests.engine_plugins:WorkerKillerCRS"}
+    )
+    assert main(["run", str(path), "-o", str(tmp_path / "crash")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert re.match(
+        r"error: Ray: the chunk of conversations (0-1|2-3) failed after 3 attempts \(WorkerCrashedError: ", err
+    )
+    assert "\n" not in err and "Traceback" not in err and "run --resume" in err
+    import gc
+
+    gc.collect()  # an unretrieved future's complaint is logged when it is collected
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]

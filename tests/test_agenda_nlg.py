@@ -12,7 +12,7 @@ from usersimcrs.core.dialogue import Dialogue, Utterance
 from usersimcrs.core.dialoguekit_io import read_dialoguekit
 from usersimcrs.simulators.agenda.nlg.base import NLGSettings
 from usersimcrs.simulators.agenda.nlg.llm import LLMNLG, few_shot_examples
-from usersimcrs.simulators.agenda.nlg.template import TemplateNLG
+from usersimcrs.simulators.agenda.nlg.template import TemplateNLG, short_title
 from usersimcrs.simulators.agenda.nlg.templates import act_signature, load_default_templates, mine_templates
 
 
@@ -46,13 +46,24 @@ def test_mined_template_is_filled_with_the_new_value(moviebot):
 
 def test_defaults_cover_the_policy_acts_in_order():
     nlg = TemplateNLG(NLGSettings(defaults=load_default_templates()))
-    acts = [act("NOTE.ACCEPT", TITLE="Superbad (2007)"), act("INQUIRE.ITEMINFO", DIRECTOR=None)]
+    acts = [act("DISCLOSE", GENRE="Comedy"), act("INQUIRE.ITEMINFO", DIRECTOR=None)]
     text = nlg.realise(acts, random.Random(0)).text
-    assert text.index("Superbad (2007)") < text.index("directed")
+    assert text.lower().index("comedy") < text.index("directed")
     assert nlg.realise_act(act("INQUIRE.ITEMINFO", ACTORS=None), random.Random(0)) == "Who stars in it?"
     assert "release date" in nlg.realise_act(act("DONT-KNOW", RELEASE_DATE=None), random.Random(1))
     for intent in ("COMPLETE", "YES", "NO", "INQUIRE", "DISCLOSE.NON-DISCLOSE", "NOTE.YES", "NOTE.DISLIKE"):
         assert nlg.realise_act(act(intent), random.Random(0))
+
+
+def test_templates_are_terse_and_speak_yes_and_no():
+    templates = TemplateNLG(NLGSettings(defaults=load_default_templates()))
+    # YES and NO are booleans to a YAML reader unless quoted: their own templates must be used
+    assert templates.realise_act(act("YES"), random.Random(0)) in load_default_templates()["YES"]
+    assert templates.realise_act(act("NO"), random.Random(0)) in load_default_templates()["NO"]
+    counts = [len(t.split()) for variants in load_default_templates().values() for t in variants]
+    assert max(counts) <= 7 and sum(counts) / len(counts) < 4
+    assert short_title("Men in Black (a.k.a. MIB) (1997)") == "Men in Black"
+    assert short_title("American President, The (1995)") == "The American President"
 
 
 def test_variant_choice_follows_the_rng():

@@ -111,10 +111,44 @@ def test_lukewarm_item_gets_neutral_feedback_and_a_follow_up():
     assert [a.intent for a in decision.acts] == ["NOTE.NEUTRAL", "DISCLOSE"]
 
 
-def test_unknown_item_without_metadata_is_not_accepted():
+def test_unknown_title_is_met_with_a_question_never_a_rejection():
+    """A title neither the collection nor the profile knows: the user asks about it (it used to voice "no
+    opinion" as a rejection); it is not accepted, not counted as a rejected round, but as a turn without progress."""
     policy = policy_for(comedy_fan())
     decision = policy.decide([act("REVEAL")], [ItemRef(title="Some Unknown Film (1999)")])
-    assert decision.acts[0].intent == "NOTE.NEUTRAL"
+    assert strs(decision.acts) == ['INQUIRE.ITEMINFO(TITLE="Some Unknown Film (1999)")']
+    assert decision.judgements[0].verdict == "unknown"
+    assert policy.state.accepted is None
+    assert policy.state.rejected_rounds == 0
+    assert policy.state.idle_turns == 1
+
+
+def test_unknown_titles_wear_out_the_users_patience():
+    policy = policy_for(comedy_fan(), patience=3)
+    stops = [policy.decide([act("REVEAL")], [ItemRef(title=f"Unknown Film {n} (1999)")]).stop for n in range(3)]
+    assert stops == [None, None, "user_gave_up"]
+
+
+def test_the_user_judges_the_item_the_reply_names_not_the_rest_of_the_list():
+    """The reply names Toy Story; the target Superbad sits unnamed further down the list: a person reading the
+    reply judges Toy Story (it used to accept the unnamed target)."""
+    policy = policy_for(comedy_fan(requests=[]))
+    shown = [ref(ITEMS, "2"), ref(ITEMS, "5"), ref(ITEMS, "4")]
+    decision = policy.decide([act("REVEAL")], shown, "How about Toy Story (1995)? It is an animation movie.")
+    assert [j.title for j in decision.judgements] == ["Toy Story (1995)"]
+    assert policy.state.accepted is None
+    named = policy_for(comedy_fan(requests=[])).decide([act("REVEAL")], shown, "I would recommend Superbad.")
+    assert named.stop == "target_accepted"
+
+
+def test_a_text_that_names_no_listed_item_leaves_the_first_items_to_look_at():
+    from usersimcrs.simulators.agenda.policy.policy import looked_at
+
+    shown = [ref(ITEMS, "2"), ref(ITEMS, "5"), ref(ITEMS, "4")]
+    assert looked_at(shown, "Here are some movies you might enjoy.", 2) == shown[:2]
+    assert looked_at(shown, "", 5) == shown
+    assert looked_at(shown, "Have you seen Saw? I saw toy story (1995) too.", 5) == [shown[0], shown[1]]
+    assert looked_at(shown, "I saw it, then I saw superbad.", 5) == shown
 
 
 # ---- case 3: inquiry --------------------------------------------------------------------

@@ -41,7 +41,7 @@ def test_probe_reports_on_a_working_ievalm_server(ievalm):
     result = probe("--type", "crs_arena", "--url", ievalm.url, "--turns", "3")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "health: ok ('Model is running.')" in out
+    assert "health        ok       'Model is running.'" in out
     assert "latency over 3 turns: p50" in out and "p95" in out
     assert "items: 3 (The Matrix (1999)" in out
     assert "cookies: the CRS set session" in out
@@ -63,10 +63,12 @@ def test_probe_resolves_titles_with_an_item_file(ievalm, tmp_path):
 def test_probe_of_a_closed_port_fails_with_one_line():
     port = closed_port()
     result = probe("--type", "crs_arena", "--url", f"http://127.0.0.1:{port}/", "--timeout", "2")
-    assert result.returncode != 0
-    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith("error: health check of") and f"127.0.0.1:{port}" in lines[0]
+    assert "health        failed   health check of" in result.stdout
+    assert "conversation  not run" in result.stdout and "result: FAILED (health)" in result.stdout
 
 
 def test_probe_of_a_failing_server_names_the_turn():
@@ -77,5 +79,22 @@ def test_probe_of_a_failing_server_names_the_turn():
         result = probe("--type", "crs_arena", "--url", server.url, "--set", "retries=1", "--set", "backoff_s=0")
     finally:
         server.stop()
-    lines = (result.stdout + result.stderr).strip().splitlines()
-    assert result.returncode != 0 and lines == ["error: probe-a turn 1: non-JSON reply (after 2 attempts)"]
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and lines == ["error: probe-a turn 1: non-JSON reply (after 2 attempts)"]
+    assert "conversation  failed   probe-a turn 1: non-JSON reply" in result.stdout
+
+
+def test_probe_of_a_server_of_another_protocol_reports_the_failed_check(ievalm):
+    """`--type moviebot` against an iEvaLM server: the check fails in the table and the command ends
+    with one error line (it died with a ConnectorError traceback when opening the session)."""
+    result = probe("--type", "moviebot", "--url", ievalm.url, "--set", "retries=0")
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: probe-a opening the conversation: HTTP 400"), lines
+    assert "does it speak the 'moviebot' connector's protocol?" in lines[0]
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.split()}
+    assert rows["health"].split()[1] == "ok"
+    assert rows["conversation"].split()[1] == "failed" and "HTTP 400" in rows["conversation"]
+    assert rows["sessions"].split()[1:] == ["not", "run"]
+    assert result.stdout.rstrip().endswith("result: FAILED (conversation)")

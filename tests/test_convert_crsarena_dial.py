@@ -110,12 +110,86 @@ def test_bad_vote_is_one_line_error(tmp_path, capsys):
     assert "votes.csv:2" in capsys.readouterr().err
 
 
-def test_needs_one_dialogue_file(tmp_path):
+def test_needs_a_dialogue_file_and_each_part_once(tmp_path):
     from data_converters.run import convert
 
-    inputs = _arena(tmp_path, [_dialogue("a", "u1", "satisfied")])
-    with pytest.raises(DataError, match="one DialogueKit .json"):
-        convert("crsarena_dial", inputs + inputs, tmp_path / "out")
+    inputs = _arena(tmp_path, [_dialogue("a", "u1", "satisfied")], "session_id,user_id,crs1,crs2,vote,feedback\n")
+    with pytest.raises(DataError, match="dial.json given more than once"):
+        convert("crsarena_dial", inputs + inputs[:1], tmp_path / "out")
+    with pytest.raises(DataError, match="DialogueKit .json file"):
+        convert("crsarena_dial", inputs[1:], tmp_path / "out")
+
+
+def _split(raw, tmp_path):
+    """The real slice as CRSArena-Dial ships: an open and a closed part of conversations and of votes,
+    with one conversation and one vote in both parts (the same record twice)."""
+    source = json.loads((raw / "crs_arena_dial_open_first2_per_crs.json").read_text(encoding="utf-8"))
+    header, *rows = (raw / "votes_open_first25.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "crs_arena_dial_open.json").write_text(json.dumps(source[:10]), encoding="utf-8")
+    (parts / "crs_arena_dial_closed.json").write_text(json.dumps(source[9:]), encoding="utf-8")
+    (parts / "votes_open.csv").write_text(header + "".join(rows[:15]), encoding="utf-8")
+    (parts / "votes_closed.csv").write_text(header + "".join(rows[14:]), encoding="utf-8")
+    names = ("crs_arena_dial_open.json", "crs_arena_dial_closed.json", "votes_open.csv", "votes_closed.csv")
+    return source, [str(parts / n) for n in names]
+
+
+def test_real_parts_merge_and_are_counted_per_part(shared_data, tmp_path, capsys):
+    raw = shared_data / "raw" / "crsarena_dial"
+    source, inputs = _split(raw, tmp_path)
+    whole, merged = tmp_path / "whole", tmp_path / "merged"
+    slice_files = [str(raw / "crs_arena_dial_open_first2_per_crs.json"), str(raw / "votes_open_first25.csv")]
+    assert main(["convert", "crsarena-dial", "--output", str(whole), "--input", *slice_files]) == 0
+    capsys.readouterr()
+    assert main(["convert", "crsarena-dial", "--output", str(merged), "--input", *inputs]) == 0
+    out = capsys.readouterr().out
+    assert "crs_arena_dial_closed.json: dialogues 9, repeated 1, kept 8" in out
+    assert "votes_closed.csv: votes 11, repeated 1, kept 10" in out
+    # the merged parts give exactly the conversations and votes of the whole slice, each once
+    for name in ("dialogues.jsonl", "votes.jsonl"):
+        got = [json.loads(line) for line in (merged / name).read_text().splitlines()]
+        want = [json.loads(line) for line in (whole / name).read_text().splitlines()]
+        key = "conversation_id" if name == "dialogues.jsonl" else "session_id"
+        assert sorted(x[key] for x in got) == sorted(x[key] for x in want)
+    assert [c.crs for c in discover_cells(merged)] == [c.crs for c in discover_cells(whole)]
+    report = json.loads((merged / "conversion_report.json").read_text())
+    assert report["parts"] == {
+        "crs_arena_dial_open.json": {"dialogues": 10, "kept": 10},
+        "crs_arena_dial_closed.json": {"dialogues": 9, "repeated": 1, "kept": 8},
+        "votes_open.csv": {"votes": 15, "kept": 15},
+        "votes_closed.csv": {"votes": 11, "repeated": 1, "kept": 10},
+    }
+    assert report["counts_in"]["dialogues"] == 19 and report["counts_out"]["dialogues"] == len(source) == 18
+    assert report["counts_dropped"] == {"dialogues": 1, "utterances": len(source[9]["conversation"]), "votes": 1}
+    assert [d["where"].rsplit("/", 1)[-1] for d in report["dropped"]] == [
+        "crs_arena_dial_closed.json[0]",
+        "votes_closed.csv:2",
+    ]
+    parts = {d.conversation_id: d.metadata["part"] for d in read_models(merged / "dialogues.jsonl", Dialogue)}
+    assert parts[source[9]["conversation ID"]] == "crs_arena_dial_open.json"
+    assert parts[source[10]["conversation ID"]] == "crs_arena_dial_closed.json"
+
+
+def test_a_different_conversation_under_a_kept_id_is_a_bad_record(tmp_path, capsys):
+    first = _arena(tmp_path, [_dialogue("a", "u1", "satisfied")])
+    other = _dialogue("a", "u1", "frustrated")
+    (tmp_path / "raw" / "closed.json").write_text(json.dumps([other]), encoding="utf-8")
+    inputs = [*first, str(tmp_path / "raw" / "closed.json")]
+    out = tmp_path / "out"
+    assert main(["convert", "crsarena-dial", "--input", *inputs, "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "closed.json[0]: repeated conversation ID 'a_u1': a different conversation than" in err
+        and "dial.json[0]" in err
+    )
+    assert main(["convert", "crsarena-dial", "--input", *inputs, "--output", str(out), "--skip-bad"]) == 0
+    kept = read_models(out / "dialogues.jsonl", Dialogue)
+    assert [d.metadata["sentiment"] for d in kept] == ["satisfied"]
+    assert json.loads((out / "conversion_report.json").read_text())["parts"]["closed.json"] == {
+        "dialogues": 1,
+        "dropped": 1,
+    }
 
 
 def test_real_slice(shared_data, tmp_path):

@@ -102,3 +102,77 @@ def test_command_line_fields_are_named_as_flags():
     with pytest.raises(ValidationError) as info:
         Options.model_validate({"max_turns": "many"})
     assert describe_validation_error(info.value, source=None, flags=True).startswith("--max-turns: Input should be")
+
+
+class Nested(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    conversations: int = 1
+    inner: Inner | None = None
+    rows: list[Inner] = []
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"conversatons": 3}, "f.yaml: unknown key 'conversatons' (did you mean 'conversations'?)"),
+        # the typo is named, not the key it left missing
+        ({"inner": {"sise": 1}}, "f.yaml: unknown key 'inner.sise' (did you mean 'size'?)"),
+        ({"rows": [{"size": 1, "sizes": 2}]}, "f.yaml: unknown key 'rows.0.sizes' (did you mean 'size'?)"),
+        ({"colour": "red"}, "f.yaml: unknown key 'colour'"),  # nothing close: no guess
+    ],
+)
+def test_an_unknown_key_names_the_key_given_and_the_close_one_meant(data, expected):
+    with pytest.raises(ConfigError) as info:
+        validate(Nested, data, source="f.yaml")
+    assert str(info.value) == expected
+
+
+def test_a_key_set_on_the_command_line_is_blamed_on_the_flag():
+    overrides = {"inner.sise": "--set inner.sise=1"}
+    with pytest.raises(ConfigError) as info:
+        validate(Nested, {"inner": {"sise": 1}}, source="f.yaml", overrides=overrides)
+    assert str(info.value) == "--set inner.sise=1: unknown key 'inner.sise' (did you mean 'size'?)"
+    with pytest.raises(ConfigError, match=r"^f\.yaml: unknown key 'colour'$"):  # the file's own mistake
+        validate(Nested, {"colour": 1}, source="f.yaml", overrides=overrides)
+
+
+def _run_config(tmp_path, **changes):
+    from pathlib import Path
+
+    import yaml
+
+    items = Path(__file__).resolve().parents[1] / "configs" / "data" / "tiny_movies.csv"
+    data = {"name": "t", "items": {"path": str(items)}, "simulator": {"type": "agenda"}, "crs": {"type": "popularity"}}
+    data.update(changes)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("changes", "flags", "expected"),
+    [
+        ({"conversatons": 3}, [], "{path}: unknown key 'conversatons' (did you mean 'conversations'?)"),
+        ({}, ["conversatons=3"], "--set conversatons=3: unknown key 'conversatons' (did you mean 'conversations'?)"),
+        ({"simulator": {"typ": "agenda"}}, [], "{path}: unknown key 'simulator.typ' (did you mean 'type'?)"),
+        (
+            {},
+            ["simulator.typ=agenda"],
+            "--set simulator.typ=agenda: unknown key 'simulator.typ' (did you mean 'type'?)",
+        ),
+        (
+            {},
+            ["simulator.nlg_typ=x"],
+            "--set simulator.nlg_typ=x: unknown key 'simulator.nlg_typ' (did you mean 'nlg'?)",
+        ),
+        ({}, ["crs.kk=3"], "--set crs.kk=3: unknown key 'crs.kk' (did you mean 'k'?)"),
+    ],
+)
+def test_run_config_typos_are_named_with_a_suggestion_and_their_origin(tmp_path, capsys, changes, flags, expected):
+    from usersimcrs.cli import main
+
+    path = _run_config(tmp_path, **changes)
+    sets = [arg for flag in flags for arg in ("--set", flag)]
+    assert main(["run", str(path), "-o", str(tmp_path / "out"), *sets]) == 2
+    assert capsys.readouterr().err.strip() == "error: " + expected.format(path=path)
+    assert not (tmp_path / "out" / "dialogues.jsonl").exists()

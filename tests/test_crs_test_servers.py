@@ -127,3 +127,18 @@ def test_the_llm_server_reports_its_first_chat_over_http():
         connection.getresponse().read()
         connection.request("GET", COUNTERS_PATH)
         assert json.loads(connection.getresponse().read())["first_chat_unix"] is None
+
+
+def test_the_server_command_says_in_one_line_what_stops_it(tmp_path, capsys):
+    from usersimcrs.testing.crs_servers import main
+
+    busy = serve("generic")  # the recipe's server line on a port that is taken
+    try:
+        assert main(["generic", "--port", str(busy.port)]) == 2
+    finally:
+        busy.stop()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"error: cannot listen on 127.0.0.1:{busy.port}" in err
+    assert main(["generic", "--catalog", str(tmp_path / "none.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "none.csv" in err

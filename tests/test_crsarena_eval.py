@@ -262,7 +262,7 @@ def test_meta_eval_reproduces_face_published_redial_column(redial, tmp_path, cap
     best = table[(table["group"] == "redial") & (table["statistic"] == "pearson") & table["best"]]
     assert set(best[best["aspect"] == "dialogue_overall"]["evaluator"]) == {"FACE-recomputed", "FACE"}
     assert "| FACE (published) | 0.549* | 0.550* |" in printed
-    assert "within-system" in printed and (out / "report.html").exists()
+    assert "within-CRS" in printed and (out / "report.html").exists()
     # the surface baselines are in the same table, with n and CIs
     sat = table[(table["evaluator"] == "DialogueKit satisfaction") & (table["statistic"] == "pearson")]
     assert len(sat) == 7 and sat["ci_low"].notna().all()
@@ -318,3 +318,25 @@ def test_meta_eval_on_a_mixed_corpus_has_a_group_per_dataset_and_all(tmp_path):
     assert rows[("pred", "all", "dialogue_overall", "pearson")].value == pytest.approx(1.0)
     assert rows[("pred", "all", "dialogue_overall", "within_pearson")].n_systems == 6
     assert ("pred", "all", "interestingness", "pearson") not in rows  # no prediction of it: not in the table
+
+
+def test_meta_eval_says_which_conversations_carry_no_rating(tmp_path, capsys):
+    """Issue 33: nothing is dropped in silence; an unrated conversation pairs with nothing, and is counted."""
+    records = [
+        synthetic(f"kbrd_redial_{i}", [("USER", "any comedy?", None), ("ASST", "Airplane! (1980)", None)], dial)
+        for i, dial in enumerate([{"dialog_overall": 3}, {"dialog_overall": 1}, {"dialog_overall": 4}, None, None])
+    ]
+    (tmp_path / "eval.json").write_text(json.dumps(records))
+    main(["convert", "crsarena-eval", "-i", str(tmp_path / "eval.json"), "-o", str(tmp_path / "c")])
+    capsys.readouterr()
+    out_dir = tmp_path / "out"
+    assert (
+        main(
+            ["meta-eval", str(tmp_path / "c"), "--aspects", "dialogue_overall", "--resamples", "0", "-o", str(out_dir)]
+        )
+        == 0
+    )
+    assert "left out 2 of 5 conversations: " in capsys.readouterr().out
+    written = pd.read_csv(out_dir / "left_out.csv")
+    assert written["conversations"].tolist() == [2] and written["of"].tolist() == [5]
+    assert written["reason"].iloc[0] == "no human rating of dialogue_overall"

@@ -137,4 +137,4 @@ def test_every_field_is_documented(heading):
 
 
 def test_the_reported_mismatch_is_gone():
-    assert documented("## `llm`")["client"] == "`lean`" == f"`{LLMConfig.model_fields['client'].default}`"
+    assert documented("## `llm`")["client"] == "`auto`" == f"`{LLMConfig.model_fields['client'].default}`"

@@ -115,28 +115,28 @@ def test_a_run_freezes_the_heap_and_widens_the_young_generation_then_restores_bo
 def test_a_run_loads_its_data_with_the_collector_paused_then_frozen_until_its_context_closes(tmp_path, monkeypatch):
     import gc
 
-    from usersimcrs.engine import runner
+    from usersimcrs.engine import local
     from usersimcrs.errors import DataError
 
     seen: list[bool] = []
-    load_items = runner.load_items
+    load_items = local.load_items
 
     def watched(*args, **kwargs):
         seen.append(gc.isenabled())
         return load_items(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "load_items", watched)
+    monkeypatch.setattr(local, "load_items", watched)
     config = _config("http://127.0.0.1:9/v1", "asyncio", "lean")
     assert gc.isenabled()
-    context = runner.build_context(config, tmp_path / "run")
+    context = local.build_context(config, tmp_path / "run")
     assert seen == [False] and gc.isenabled() and len(context.items) == 40
     assert gc.get_freeze_count() > 0  # what was loaded is frozen out of the collector's scans ...
-    run_coroutine(runner.close_context(context))
+    run_coroutine(local.close_context(context))
     assert gc.get_freeze_count() == 0  # ... until the context closes (a Ray worker runs chunk after chunk)
 
     bad_items = tmp_path / "items.csv"
     bad_items.write_text("title\nHeat (1995)\n", encoding="utf-8")  # no movieId column
     broken = config.model_copy(update={"items": config.items.model_copy(update={"path": str(bad_items)})})
     with pytest.raises(DataError, match="movieId"):
-        runner.build_context(broken, tmp_path / "run2")
+        local.build_context(broken, tmp_path / "run2")
     assert gc.isenabled() and gc.get_freeze_count() == 0

@@ -135,9 +135,30 @@ def test_agenda_run_halves(tmp_path):
         == 0
     )
     dialogues = read_models(run / "dialogues.jsonl", Dialogue)
-    first = _write(tmp_path / "first", dialogues[::2])
-    second = _write(tmp_path / "second", dialogues[1::2])
+    # random halves (seeded): even and odd positions would split the users' round-robin into two populations
+    order = np.random.default_rng(0).permutation(len(dialogues))
+    first = _write(tmp_path / "first", [dialogues[i] for i in order[::2]])
+    second = _write(tmp_path / "second", [dialogues[i] for i in order[1::2]])
     rows = _rows(fidelity(first, second, None, resamples=200), "first")
     disc = rows[("all", "discriminator_auc")]
     assert disc.ci_low <= 0.5 <= disc.ci_high
-    assert rows[("utterances", "ks")].value < 0.25 and rows[("user_dialogue_acts", "js_divergence")].value < 0.05
+    # below the two-sample KS critical value at alpha 0.05 for 40 and 40 (1.36 * sqrt(2 / 40) = 0.304)
+    assert rows[("utterances", "ks")].value < 0.304 and rows[("user_dialogue_acts", "js_divergence")].value < 0.05
+
+
+def test_left_out_conversations_are_counted_printed_and_written(tmp_path, capsys):
+    """Issue 33: fidelity used 641 of 1,200 imported conversations without a word."""
+    human = _varied(30, seed=3)
+    for d in human[:7]:
+        d.status, d.error = "failed", "ConnectorError: HTTP 500"
+    human.append(Dialogue(conversation_id="empty"))
+    simulated = _varied(20, seed=4)
+    simulated[0].status = "failed"
+    human_dir, sim_dir = _write(tmp_path / "human", human), _write(tmp_path / "sim", simulated)
+    assert main(["fidelity", str(sim_dir), str(human_dir), "-o", str(tmp_path / "out"), "--resamples", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "left out 9 of 51 conversations: human (human): 7 of 31 failed (status failed" in out
+    assert "human (human): 1 of 31 no utterances; sim: 1 of 20 failed" in out
+    written = pd.read_csv(tmp_path / "out" / "left_out.csv")
+    assert written["conversations"].tolist() == [7, 1, 1] and written["of"].tolist() == [31, 31, 20]
+    assert "Left out 9 of 51 conversations" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")

@@ -99,13 +99,13 @@ def test_import_marks_errors_failed_and_joins_anchor_judgments(outside, tmp_path
     # the validity gate audits the imported run: 1 of 3 failed, conv-3's judgment did not parse
     code = main(["metrics", str(run_dir), "--max-failure-rate", "0.2", "--no-satisfaction"])
     assert code == 1
-    assert "failure rate 33.3% exceeds" in capsys.readouterr().err
+    assert "error rate 33.3% exceeds" in capsys.readouterr().err
     table = pd.read_csv(run_dir / "metrics.csv").set_index("conversation_id")
-    assert table.loc["conv-2", "failed"] and not table.loc["conv-2", "valid"]
+    assert table.loc["conv-2", "error"] and not table.loc["conv-2", "valid"]
     assert table.loc["conv-3", "judge_parse_failure"] and not table.loc["conv-1", "judge_parse_failure"]
     # the anchor's own exception ("pop from an empty deque") is no CRS failure: excluded, with its reason
     assert table.loc["conv-2", "excluded"] and table.loc["conv-2", "failure_side"] == "toolkit"
-    assert table.loc["conv-2", "exclusion"].startswith("toolkit_failed") and pd.isna(table.loc["conv-2", "utterances"])
+    assert table.loc["conv-2", "exclusion"].startswith("toolkit_error") and pd.isna(table.loc["conv-2", "utterances"])
     summary = pd.read_csv(run_dir / "metrics_summary.csv").set_index(["subset", "metric"])
     assert summary.loc[("all", "utterances"), "mean"] == pytest.approx((6 + 8) / 2)
     assert summary.loc[("all", "utterances"), "n"] == 2

@@ -79,6 +79,8 @@ def test_quality_skips_and_counts_invalid_conversations_and_records_usage(run_di
     usage = manifest["judges"]["usage"]
     assert usage["calls"] == 15 and usage["prompt_tokens"] == sum(r["usage"]["prompt_tokens"] for r in records)
     assert manifest["judges"]["by_judge"]["quality"]["calls"] == 15
+    routes = {(r["url"], r["client"]) for r in manifest["judges"]["http_clients"].values()}
+    assert routes == {(f"{server.openai_url}/chat/completions", "lean")}  # a local server: the lean client
     assert manifest["name"] == "t"  # the rest of the manifest is kept
 
 

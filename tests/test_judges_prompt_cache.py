@@ -286,7 +286,7 @@ def test_a_misspelled_key_in_a_prompts_file_is_one_line_naming_file_and_key(tmp_
     bad.write_text("corection: 'Try again: {problem}'\n")
     with pytest.raises(ConfigError) as caught:
         load_judge_prompts(bad)
-    assert str(caught.value) == f"{bad}: unknown key 'corection'"
+    assert str(caught.value) == f"{bad}: unknown key 'corection' (did you mean 'correction'?)"
     run_dir = tmp_path / "run"
     write_run(run_dir, judged=False)
     assert main(["judge", str(run_dir), "--judge", "quality", "--prompts", str(bad), "--dry-run"]) == 2

@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.conftest import SHARED_DATA
+from tests.import_support import arena_exports, arena_votes
 from usersimcrs.cli import main
 from usersimcrs.core.crsarena_eval import BY_NAME, OFFICIAL, read_run_file
 from usersimcrs.core.dialogue import Dialogue, DialogueAct, Utterance
@@ -19,29 +21,66 @@ from usersimcrs.core.run_folder import load_run
 from usersimcrs.errors import UserError
 
 RAW = SHARED_DATA / "raw" / "crsarena_eval"
+ITEMS = SHARED_DATA / "items" / "movielens-25m-sample" / "movies_w_keywords.csv"
 PER_CRS = 12
+MORE = 3
+"""Conversations per CRS in the `wider` corpus beyond the PER_CRS the model was trained on."""
+
+
+def _slice(per_crs: int) -> list[dict]:
+    """The first `per_crs` conversations of each CRS of the ReDial half."""
+    records = json.loads((RAW / "crs_arena_eval_redial.json").read_text(encoding="utf-8"))
+    taken: dict[str, int] = {}
+    out = []
+    for record in records:
+        crs = record["conv_id"].split("_")[0]
+        if taken.get(crs, 0) < per_crs:
+            taken[crs] = taken.get(crs, 0) + 1
+            out.append(record)
+    return out
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> tuple[Path, Path]:
-    """A converted slice of the ReDial half (12 conversations per CRS) and a model trained on it."""
+    """A converted slice of the ReDial half (12 conversations per CRS) and a model trained on it (with the
+    MovieLens sample as its item catalogue)."""
     if not RAW.is_dir():
         pytest.skip(f"../shared/data not found at {SHARED_DATA}")
-    records = json.loads((RAW / "crs_arena_eval_redial.json").read_text(encoding="utf-8"))
-    taken: dict[str, int] = {}
-    slice_ = []
-    for record in records:
-        crs = record["conv_id"].split("_")[0]
-        if taken.get(crs, 0) < PER_CRS:
-            taken[crs] = taken.get(crs, 0) + 1
-            slice_.append(record)
     folder = tmp_path_factory.mktemp("learned")
-    (folder / "slice.json").write_text(json.dumps(slice_))
+    (folder / "slice.json").write_text(json.dumps(_slice(PER_CRS)))
     corpus = folder / "corpus"
     assert main(["convert", "crsarena-eval", "-i", str(folder / "slice.json"), "-o", str(corpus)]) == 0
     model = folder / "model.json"
-    assert main(["evaluator", "train", "--data", str(corpus), "--output", str(model), "--folds", "3"]) == 0
+    train = ["evaluator", "train", "--data", str(corpus), "--output", str(model), "--folds", "3", "--items", str(ITEMS)]
+    assert main(train) == 0
     return corpus, model
+
+
+@pytest.fixture(scope="module")
+def simulated_run(tmp_path_factory):
+    """Four conversations of the template agenda user with the built-in retrieval CRS."""
+    import usersimcrs as us
+
+    root = Path(__file__).resolve().parents[1]
+    return us.simulate(
+        crs="retrieval",
+        simulator={"type": "agenda", "nlu": "rules", "nlg": "template"},
+        items=str(root / "configs/data/tiny_movies.csv"),
+        ratings=str(root / "configs/data/tiny_ratings.csv"),
+        conversations=4,
+        output=tmp_path_factory.mktemp("sim") / "sim",
+        max_turns=4,
+    )
+
+
+@pytest.fixture(scope="module")
+def wider(trained, tmp_path_factory) -> Path:
+    """The slice plus MORE conversations per CRS the model never saw (15 per CRS, 75 in all)."""
+    folder = tmp_path_factory.mktemp("wider")
+    (folder / "wider.json").write_text(json.dumps(_slice(PER_CRS + MORE)))
+    corpus = folder / "corpus"
+    assert main(["convert", "crsarena-eval", "-i", str(folder / "wider.json"), "-o", str(corpus)]) == 0
+    return corpus
 
 
 def test_training_records_its_provenance(trained, capsys):
@@ -68,9 +107,17 @@ def test_training_records_its_provenance(trained, capsys):
     ]
     assert model.versions["scikit-learn"] == sklearn.__version__ and model.versions["scipy"] == scipy.__version__
     assert model.features_version == FEATURES_VERSION and model.cues_sha256 == load_cues().sha256
-    assert model.cv["folds"] == 3 and set(model.cv["aspects"]) == set(BY_NAME)
+    # hyper-parameters chosen leaving one CRS out (5 CRSs: 5 folds, whatever --folds says)
+    assert model.cv["grouping"] == "leave-one-CRS-out" and model.cv["folds"] == 5
+    assert set(model.cv["aspects"]) == set(BY_NAME)
     for aspect, figures in model.cv["aspects"].items():
         assert -1 <= figures["pearson"] <= 1 and figures["n"] > 0, aspect
+        assert -1 <= figures["within_pearson"] <= 1 and len(figures["within_pearson_ci"]) == 2, aspect
+    # no silent self-evaluation: a salted hash of every training conversation's ID, not the IDs themselves
+    ids = sorted(d.conversation_id for d in dialogues)
+    assert model.training.conversation_hashes == sorted(model.training.hash_id(i) for i in ids)
+    assert not set(ids) & set(model.training.conversation_hashes) and ids[0] not in path.read_text()
+    assert model.training.corpus == ["slice.json"]  # the file the training folder was converted from
     assert model.cv["aspects"]["relevance"]["n"] == model.training.n_ratings["relevance"]
     assert {a.name for a in model.aspects} == set(BY_NAME)
     raw = json.loads(path.read_text())  # plain data: numbers, words and names only
@@ -225,11 +272,21 @@ def test_scores_crsarena_dial_and_meta_eval_prints_the_ranking_against_bradley_t
     run_file = tmp_path / "dial_run.json"
     assert main(["evaluator", "predict", str(corpus), "--model", str(model), "-o", str(run_file)]) == 0
     assert len(read_run_file(run_file)) == 18
+    assert "9 of the 18 conversations are in the model's training data" in capsys.readouterr().out
     capsys.readouterr()
     code = main(["meta-eval", str(corpus), "--scores", "learned:dialogue_overall", "--judgments",
-                 f"learned={run_file}", "--resamples", "50", "--no-report", "-o", str(tmp_path / "me")])  # fmt: skip
+                 f"learned={run_file}", "--resamples", "50", "--no-report", "-o", str(tmp_path / "me"),
+                 "--model", str(model)])  # fmt: skip
     assert code == 0
     printed = capsys.readouterr().out
+    # the ReDial-half conversations are in CRSArena-Dial too: the model's own are found and left out
+    assert "9 of 18 conversations are in the training data" in printed and "left out of every figure" in printed
+    assert "on 9 of 9 conversations" in printed
+    for baseline in ("conversation length", "assistant words per turn", "CRS identity"):
+        assert (
+            f"| {baseline} | conversation | auc |" in printed
+            and f"| {baseline} | conversation | within_auc |" in printed
+        )
     assert "human ranking (Bradley-Terry from 25 votes" in printed
     block = printed.split("system ranking by learned:dialogue_overall")[1]
     rows = [line for line in block.splitlines() if line.startswith("| ") and "_" in line.split("|")[1]]
@@ -237,21 +294,31 @@ def test_scores_crsarena_dial_and_meta_eval_prints_the_ranking_against_bradley_t
     assert "| learned:dialogue_overall | system | kendall_tau_b |" in printed
 
 
-def test_scores_a_simulated_run_and_reads_the_agenda_users_acts(trained, tmp_path, capsys):
-    import usersimcrs as us
+def test_imported_exports_as_one_matrix_are_predicted_and_ranked_against_the_votes(trained, tmp_path, capsys):
+    _, model = trained
+    files = arena_exports(SHARED_DATA, tmp_path / "exports")
+    matrix = tmp_path / "matrix"
+    assert main(["import", *map(str, files), "--matrix", str(matrix)]) == 0
+    run_file = tmp_path / "run.json"
+    assert main(["evaluator", "predict", str(matrix), "--model", str(model), "-o", str(run_file)]) == 0
+    source = [d["conversation ID"] for f in files for d in json.loads(f.read_text())]
+    assert sorted(c.conv_id for c in read_run_file(run_file)) == sorted(source)
+    capsys.readouterr()
+    votes = arena_votes(SHARED_DATA)
+    args = ["--scores", "learned:dialogue_overall", "--judgments", f"learned={run_file}", "--votes", str(votes)]
+    assert main(["meta-eval", str(matrix), *args, "--resamples", "20", "--no-report", "-o", str(tmp_path / "me")]) == 0
+    printed = capsys.readouterr().out
+    assert "conversation level not checked" in printed
+    block = printed.split("system ranking by learned:dialogue_overall")[1]
+    rows = [line for line in block.splitlines() if line.startswith("| ") and "_" in line.split("|")[1]]
+    assert len(rows) == 9
+
+
+def test_scores_a_simulated_run_and_reads_the_agenda_users_acts(trained, simulated_run, tmp_path, capsys):
     from usersimcrs.judges.learned.features import TURN_FEATURES, conversation_features
 
     _, model = trained
-    root = Path(__file__).resolve().parents[1]
-    run = us.simulate(
-        crs="retrieval",
-        simulator={"type": "agenda", "nlu": "rules", "nlg": "template"},
-        items=str(root / "configs/data/tiny_movies.csv"),
-        ratings=str(root / "configs/data/tiny_ratings.csv"),
-        conversations=4,
-        output=tmp_path / "sim",
-        max_turns=4,
-    )
+    run = simulated_run
     out = tmp_path / "sim.json"
     assert main(["evaluator", "predict", str(run.path), "--model", str(model), "-o", str(out)]) == 0
     predicted = {c.conv_id: c for c in read_run_file(out)}
@@ -365,3 +432,241 @@ def test_training_without_ratings_or_with_too_few_conversations_is_one_line(tmp_
     assert main(["evaluator", "train", "--data", str(tmp_path / "few"), "-o", str(tmp_path / "m.json")]) == 2
     assert "training needs 20" in capsys.readouterr().err
     assert not (tmp_path / "m.json").exists()
+
+
+def test_predict_and_judge_say_how_many_conversations_the_model_was_trained_on(trained, wider, tmp_path, capsys):
+    import shutil
+
+    _, model = trained
+    capsys.readouterr()
+    assert main(["evaluator", "predict", str(wider), "--model", str(model), "-o", str(tmp_path / "p.json")]) == 0
+    printed = capsys.readouterr().out
+    total = 5 * (PER_CRS + MORE)
+    assert f"{5 * PER_CRS} of the {total} conversations are in the model's training data" in printed
+    assert "in-sample" in printed
+    cell = tmp_path / "cell"
+    shutil.copytree(wider / "cells" / "human__kbrd_redial__redial", cell)
+    assert main(["judge", str(cell), "--judge", "learned", "--model", str(model)]) == 0
+    assert (
+        f"{PER_CRS} of the {PER_CRS + MORE} conversations are in the model's training data" in capsys.readouterr().out
+    )
+
+
+def test_meta_eval_leaves_the_training_conversations_out_unless_asked(trained, wider, tmp_path, capsys):
+    _, model = trained
+    run_file = tmp_path / "p.json"
+    assert main(["evaluator", "predict", str(wider), "--model", str(model), "-o", str(run_file)]) == 0
+    capsys.readouterr()
+    base = ["meta-eval", str(wider), "--judgments", f"learned={run_file}", "--resamples", "20", "--no-report"]
+    assert main([*base, "--model", str(model), "-o", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert f"{5 * PER_CRS} of {5 * (PER_CRS + MORE)} conversations are in the training data" in printed
+    assert "left out of every figure" in printed
+    table = pd.read_csv(tmp_path / "out" / "meta_eval.csv")
+    pooled = table[(table["statistic"] == "pearson") & (table["source"] != "published")]
+    overall = pooled[pooled["aspect"] == "dialogue_overall"].set_index("evaluator")
+    assert overall.loc["learned", "n"] == 5 * MORE  # only the conversations the model never saw
+    assert overall.loc["assistant utterance length", "n"] == 5 * MORE  # every evaluator on the same ones
+    # the three baselines beside the evaluator, and the within-CRS figure of each (none for CRS identity)
+    assert {"conversation length", "assistant utterance length", "CRS identity"} <= set(overall.index)
+    within = table[(table["statistic"] == "within_pearson") & (table["aspect"] == "dialogue_overall")]
+    within = within.set_index("evaluator")
+    assert np.isfinite(within.loc["learned", "value"]) and np.isnan(within.loc["CRS identity", "value"])
+    assert main([*base, "--model", str(model), "--include-training", "-o", str(tmp_path / "all")]) == 0
+    assert "INCLUDED (--include-training)" in capsys.readouterr().out
+    table = pd.read_csv(tmp_path / "all" / "meta_eval.csv")
+    row = table[(table["evaluator"] == "learned") & (table["statistic"] == "pearson")]
+    assert row.set_index("aspect").loc["dialogue_overall", "n"] == 5 * (PER_CRS + MORE)
+
+
+def test_the_crs_identity_baseline_is_the_mean_of_the_crs_other_conversations():
+    from usersimcrs.analysis.aspect_tables import GOLD_COLUMNS, identity_predictions
+
+    gold = pd.DataFrame(
+        [
+            ("a1", -1, "dialogue_overall", 4.0, "A", "g"),
+            ("a2", -1, "dialogue_overall", 2.0, "A", "g"),
+            ("a3", -1, "dialogue_overall", 0.0, "A", "g"),
+            ("b1", -1, "dialogue_overall", 1.0, "B", "g"),  # alone in its CRS: no prediction
+            ("a1", 1, "relevance", 2.0, "A", "g"),
+            ("a1", 3, "relevance", 0.0, "A", "g"),
+            ("a2", 1, "relevance", 1.0, "A", "g"),
+        ],
+        columns=GOLD_COLUMNS,
+    )
+    pred = identity_predictions(gold).set_index(["conversation_id", "turn_ind", "aspect"])["pred"]
+    assert pred[("a1", -1, "dialogue_overall")] == 1.0 and pred[("a3", -1, "dialogue_overall")] == 3.0
+    assert ("b1", -1, "dialogue_overall") not in pred.index
+    assert pred[("a1", 1, "relevance")] == pred[("a1", 3, "relevance")] == 1.0  # the other conversation's turns
+    assert pred[("a2", 1, "relevance")] == 1.0  # mean of a1's two turns
+
+
+def test_recommendations_are_compared_with_the_requested_genre_through_the_catalogue(tmp_path):
+    from usersimcrs.judges.learned.features import TURN_FEATURES, Catalogue, conversation_features
+
+    items = tmp_path / "items.csv"
+    items.write_text(
+        'movieId,title,genres,keywords\n1,Airplane! (1980),Comedy,spoof|parody\n2,"Conjuring, The (2013)",Horror,'
+        "ghosts|haunted house\n3,Shaun of the Dead (2004),Comedy|Horror,zombies\n"
+    )
+    catalogue = Catalogue.load(items)
+
+    def row(reply: str, request: str = "I want a funny movie, a comedy") -> dict[str, float]:
+        d = Dialogue(conversation_id="c")
+        d.add(Utterance(participant="USER", text=request))
+        d.add(Utterance(participant="AGENT", text=reply))
+        return dict(zip(TURN_FEATURES, conversation_features(d, catalogue=catalogue).hand[0]))
+
+    assert row("Have you seen Airplane! (1980)?")["a_genre_match"] == 1.0
+    off = row("Have you seen The Conjuring (2013)?")
+    assert off["a_genre_match"] == 0.0 and off["a_genre_miss"] == 1.0 and off["a_resolved_share"] == 1.0
+    listed = row("Here you go:\n1. Shaun of the Dead\n2. Airplane!")  # list lines without years resolve too
+    assert listed["a_genre_match"] == 1.0 and listed["a_titles"] == 2.0
+    assert row("Have you seen Shaun of the Dead (2004)?", "any zombies film?")["a_keyword_match"] == 1.0
+    assert row("Have you seen ?")["a_broken"] == 1.0 and row("How about Airplane! (1980)?")["a_broken"] == 0.0
+    d = Dialogue(conversation_id="c")
+    d.add(Utterance(participant="USER", text="a comedy"))
+    d.add(Utterance(participant="AGENT", text="Have you seen Airplane! (1980)?"))
+    assert dict(zip(TURN_FEATURES, conversation_features(d).hand[0]))["a_genre_match"] == 0.0  # no catalogue
+
+
+def test_catalogue_items_and_undated_list_titles_are_counted_per_reply_and_per_conversation(tmp_path):
+    from usersimcrs.judges.learned.features import EXTRA_FEATURES, TURN_FEATURES, Catalogue, conversation_features
+
+    items = tmp_path / "items.csv"
+    items.write_text(
+        "movieId,title,genres,keywords\n1,Airplane! (1980),Comedy,spoof\n2,Heat (1995),Crime,heist\n"
+        "3,Alien (1979),Horror|Sci-Fi,space\n"
+    )
+    d = Dialogue(conversation_id="c")
+    d.add(Utterance(participant="USER", text="any good movies?"))
+    d.add(Utterance(participant="AGENT", text="I would recommend the following items:\n1: Heat (1995)\n2: Alien"))
+    d.add(Utterance(participant="USER", text="more please"))
+    d.add(
+        Utterance(participant="AGENT", text="I would recommend the following items:\n1  Alien\n2  Airplane!\n3  Nope")
+    )
+    f = conversation_features(d, catalogue=Catalogue.load(items))
+    first, second = (dict(zip(TURN_FEATURES, row)) for row in f.hand)
+    assert first["a_items_found"] == pytest.approx(np.log1p(2)) and first["a_new_items_found"] == first["a_items_found"]
+    assert second["a_items_found"] == pytest.approx(np.log1p(2))  # Alien and Airplane! ("Nope" is not an item)
+    assert second["a_new_items_found"] == pytest.approx(np.log1p(1))  # Alien was recommended before
+    # a list line without a year names a title: the second reply repeats one of its three, and brings two new
+    assert second["a_repeats_titles"] == pytest.approx(1 / 3) and second["a_new_titles"] == pytest.approx(np.log1p(2))
+    extra = dict(zip(EXTRA_FEATURES, f.extra))
+    assert extra["items_found_log"] == pytest.approx(np.log1p(3)) and extra["items_found_per_turn"] == 1.5
+    assert extra["distinct_titles_log"] == pytest.approx(np.log1p(4))  # heat, alien, airplane, nope
+    bare = conversation_features(d)  # without a catalogue: no items, the titles still count
+    items_columns = [TURN_FEATURES.index("a_items_found"), TURN_FEATURES.index("a_new_items_found")]
+    assert dict(zip(EXTRA_FEATURES, bare.extra))["items_found_log"] == 0.0 and not bare.hand[:, items_columns].any()
+
+
+def test_cross_validation_scores_the_held_out_crs_with_the_catalogue(trained):
+    """Each fold's model scores its held-out conversations with the item catalogue it was trained with
+    (before, the held-out conversations were scored without it: their catalogue features were 0)."""
+    from usersimcrs.analysis.evaluator_fit import cross_validate, fit
+    from usersimcrs.judges.learned.model import Evaluator
+    from usersimcrs.pipeline.evaluator import _training_set
+
+    corpus, _ = trained
+    data = _training_set(corpus, ITEMS)
+    two = np.flatnonzero(np.isin(data.systems, ["barcor_redial", "chatgpt_redial"]))
+    data = data.subset(two)
+    held_out = np.flatnonzero(np.asarray(data.systems) == "barcor_redial")
+    predicted = {p.conv_id: p.dial_level_pred for p in cross_validate(data, folds=3, by="system")}
+    model = fit(data.subset(np.setdiff1d(np.arange(len(data.systems)), held_out)), folds=3)
+    expected = Evaluator(model, catalogue=data.catalogue).predict([data.dialogues[i] for i in held_out])
+    assert {p.conv_id: p.dial_level_pred for p in expected} == {p.conv_id: predicted[p.conv_id] for p in expected}
+    blind = Evaluator(model).predict([data.dialogues[i] for i in held_out])  # the catalogue features matter here
+    assert [p.dial_level_pred for p in blind] != [p.dial_level_pred for p in expected]
+
+
+def test_a_model_whose_catalogue_is_missing_stops_in_one_line(trained, tmp_path, capsys):
+    import shutil
+
+    corpus, path = trained
+    data = json.loads(path.read_text())
+    data["catalogue"]["path"] = str(tmp_path / "gone.csv")
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps(data))
+    out = tmp_path / "x.json"
+    assert main(["evaluator", "predict", str(corpus), "--model", str(moved), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "gone.csv" in err and "--items" in err and not out.exists()
+    assert (
+        main(["evaluator", "predict", str(corpus), "--model", str(moved), "-o", str(out), "--items", str(ITEMS)]) == 0
+    )
+    cell = tmp_path / "cell"
+    shutil.copytree(corpus / "cells" / "human__unicrs_redial__redial", cell)
+    capsys.readouterr()
+    assert main(["judge", str(cell), "--judge", "learned", "--model", str(moved)]) == 2
+    assert "gone.csv" in capsys.readouterr().err
+    assert main(["judge", str(cell), "--judge", "learned", "--model", str(moved), "--items", str(ITEMS)]) == 0
+
+
+def test_cv_leads_with_leave_one_crs_out_and_shows_the_baselines(trained, tmp_path, capsys):
+    corpus, _ = trained
+    out = tmp_path / "cv"
+    command = ["evaluator", "cv", "--data", str(corpus), "-o", str(out), "--folds", "2", "--resamples", "30"]
+    assert main(command) == 0
+    printed = capsys.readouterr().out
+    rows = [line.split(" |")[0] for line in printed.splitlines() if line.startswith("| learned")]
+    assert rows[0] == "| learned (leave-one-CRS-out) (computed)"  # the grouped figure first, in every table
+    assert rows[1] == "| learned (2-fold CV, CRSs shared with training) (computed)"
+    for baseline in ("conversation length", "assistant utterance length", "CRS identity"):
+        assert f"| {baseline} (baseline) |" in printed
+    assert "within-CRS Pearson r" in printed and "ranks systems, not conversations" in printed
+    table = pd.read_csv(out / "meta_eval.csv")
+    assert set(table["statistic"]) >= {"pearson", "within_pearson"} and table["ci_low"].notna().any()
+
+
+def test_the_report_shows_the_predicted_overall_beside_success(trained, simulated_run):
+    from usersimcrs.pipeline.report import report
+
+    _, model = trained
+    page = report(simulated_run.path, learned_model=model).read_text(encoding="utf-8")
+    assert "Learned evaluator" in page and "predicted dialogue_overall (0-4)" in page
+    assert "within-CRS r" in page and "leave-one-CRS-out" in page  # its agreement, never a bare number
+    section = page.split("Learned evaluator</h2>")[1].split("<h2")[0]
+    assert "(n=4)" in section and "retrieval" in section
+
+
+def test_the_report_uses_the_docs_model_path_when_it_is_there_and_says_which_file(
+    trained, simulated_run, tmp_path, monkeypatch, capsys
+):
+    import shutil
+
+    _, model = trained
+    monkeypatch.chdir(tmp_path)
+    run = str(simulated_run.path)
+    assert main(["report", run]) == 0  # no model at the docs' path: no section, no line about it
+    assert "learned evaluator" not in capsys.readouterr().out
+    assert "Learned evaluator</h2>" not in (simulated_run.path / "report.html").read_text(encoding="utf-8")
+    (tmp_path / "models").mkdir()
+    shutil.copy(model, tmp_path / "models" / "learned.json")
+    assert main(["report", run]) == 0
+    printed = capsys.readouterr().out
+    assert "learned evaluator: models/learned.json (the docs' model path), trained " in printed
+    page = (simulated_run.path / "report.html").read_text(encoding="utf-8")
+    assert "Learned evaluator</h2>" in page and "Model models/learned.json (trained " in page
+    assert main(["report", run, "--no-model"]) == 0
+    assert "Learned evaluator</h2>" not in (simulated_run.path / "report.html").read_text(encoding="utf-8")
+    stale = json.loads(model.read_text())
+    stale["features_version"] -= 1  # a model of an older usersimcrs is named and left out, never used
+    (tmp_path / "models" / "learned.json").write_text(json.dumps(stale))
+    capsys.readouterr()
+    assert main(["report", run]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert "models/learned.json" in line and "retrain" in line and "leaves it out" in line
+    assert "Learned evaluator</h2>" not in (simulated_run.path / "report.html").read_text(encoding="utf-8")
+
+
+def test_the_matrix_report_shows_every_crs_and_counts_the_training_conversations(trained, wider):
+    from usersimcrs.pipeline.report import report
+
+    _, model = trained
+    page = report(wider, learned_model=model).read_text(encoding="utf-8")
+    section = page.split("Learned evaluator</h2>")[1].split("<h2")[0]
+    for crs in ("barcor_redial", "chatgpt_redial", "crbcrs_redial", "kbrd_redial", "unicrs_redial"):
+        assert crs in section
+    assert f"{5 * PER_CRS} of these conversations are in the model" in section and "in-sample" in section
+    assert "not measured (n=0)" in section  # human conversations carry no acts: success is not measured, never 0

@@ -56,5 +56,5 @@ def test_backoff_grows_is_capped_and_reproducible():
 
 def test_bad_component_override_names_the_key():
     provider = LLMProvider(LLMConfig(), {"judge": {"modle": "x"}})
-    with pytest.raises(ConfigError, match=r"^unknown key 'llm_components\.judge\.modle'$"):
+    with pytest.raises(ConfigError, match=r"^unknown key 'llm_components\.judge\.modle' \(did you mean 'model'\?\)$"):
         provider.get("judge")

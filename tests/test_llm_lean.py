@@ -128,11 +128,12 @@ def test_concurrent_calls_share_a_bounded_pool():
 
 
 def test_configs_written_with_the_former_client_name_still_validate():
-    """`client: aiohttp` (the lean client's name before it left aiohttp) reads as `lean`; other names fail."""
+    """`client: aiohttp` (the lean client's name before it left aiohttp, which spoke TLS and honoured proxies)
+    reads as `auto`, the default; other names fail."""
     from pydantic import ValidationError
 
     from usersimcrs.llm.config import LLMConfig
 
-    assert LLMConfig(client="aiohttp").client == "lean" == LLMConfig().client
+    assert LLMConfig(client="aiohttp").client == "auto" == LLMConfig().client
     with pytest.raises(ValidationError, match="client"):
         LLMConfig(client="requests")

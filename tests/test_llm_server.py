@@ -115,7 +115,9 @@ def test_many_concurrent_connections_are_served_in_parallel():
         elapsed = time.perf_counter() - started
         assert server.counters["max_in_flight"] >= 64
     assert all(r.status_code == 200 for r in responses)
-    assert elapsed < 3.0  # 96 x 300 ms in sequence would take ~29 s
+    # max_in_flight proves the overlap; the time only has to be far from 96 x 300 ms in sequence (~29 s),
+    # with room for a loaded machine (3.1 s was seen at load 8 on 2 cores)
+    assert elapsed < 15.0
 
 
 def test_server_runs_as_a_subprocess_and_prints_its_url():

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import PROJECT_ROOT
 from usersimcrs.analysis.battles import Battle
 from usersimcrs.analysis.meta_eval import (
     CSV_COLUMNS,
@@ -145,8 +146,13 @@ def test_pipeline_on_a_run_with_judge_scores(tmp_path):
         )
     _write_run(tmp_path / "run", dialogues, judgments)
     result = meta_eval(tmp_path / "run", ["utterances", "quality:overall"], tmp_path / "out", resamples=100)
-    conv = {r.score: r.value for r in result.rows if r.level == "conversation"}
-    assert conv == {"utterances": 1.0, "quality:overall": 0.0}
+    conv = {r.score: r.value for r in result.rows if r.level == "conversation" and r.statistic == "auc"}
+    assert conv["utterances"] == 1.0 and conv["quality:overall"] == 0.0
+    # the baselines stand beside every score: length, assistant words, and the CRS's mean label out of fold
+    assert {"conversation length", "assistant words per turn", "CRS identity"} <= set(conv)
+    within = {r.score: r for r in result.rows if r.statistic == "within_auc"}
+    assert within["utterances"].value == 1.0 and within["quality:overall"].value == 0.0 and within["utterances"].n == 40
+    assert within["CRS identity"].value is None and "only the system" in within["CRS identity"].note
     assert result.human_source == "labels" and result.n_labelled == 40
     table = pd.read_csv(tmp_path / "out" / "meta_eval.csv")
     assert list(table.columns) == CSV_COLUMNS
@@ -198,8 +204,12 @@ def test_real_slice_cli(shared_data, tmp_path, capsys):
     assert "CIs are wide" in printed  # 18 conversations: the output must say so
     table = pd.read_csv(out / "meta_eval.csv")
     n_dialogues = len(json.loads((raw / "crs_arena_dial_open_first2_per_crs.json").read_text(encoding="utf-8")))
-    conv = table[table["level"] == "conversation"]
+    conv = table[(table["level"] == "conversation") & (table["statistic"] == "auc")]
     assert (conv["n"] == n_dialogues).all() and conv["value"].between(0, 1).all()
+    assert {"conversation length", "assistant words per turn", "CRS identity"} <= set(conv["score"])
+    # 2 conversations per CRS: no CRS has the 3 a within-CRS AUC needs; not measured, never 0
+    within = table[table["statistic"] == "within_auc"]
+    assert len(within) == len(conv) and within["value"].isna().all()
     assert (out / "human_ranking.csv").exists() and (out / "plots" / "system_scatter.png").exists()
 
 
@@ -240,3 +250,31 @@ def test_outside_references_judgments_and_label_ranking(tmp_path):
     assert ("utterances", "conversation", "qwk") not in values  # utterances 2-6 leave the 1-5 scale
     assert values[("utterances", "system", "kendall_tau_b")] == pytest.approx(1.0)
     assert values[("ext:overall", "system", "pairwise_accuracy")] == 0.0
+
+
+def test_left_out_conversations_are_counted_printed_and_written(tmp_path, capsys):
+    """Issue 33: meta-eval reported '3089 of 3089' after leaving out 1,111 failed conversations."""
+    dialogues = [_dialogue(f"c{i}", "crs_a" if i < 10 else "crs_b", 2 + 2 * (i % 2), i % 2) for i in range(20)]
+    for d in dialogues[:3]:
+        d.status, d.error = "failed", "ConnectorError: timeout"
+    _write_run(tmp_path / "run", dialogues)
+    code = main(["meta-eval", str(tmp_path / "run"), "--scores", "utterances", "-o", str(tmp_path / "out")])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "on 17 of 17 conversations" in out
+    assert "left out 3 of 20 conversations: run: 3 of 20 failed (status failed: an error ended it)" in out
+    written = pd.read_csv(tmp_path / "out" / "left_out.csv")
+    assert written.to_dict("records") == [
+        {"source": "run", "reason": "failed (status failed: an error ended it)", "conversations": 3, "of": 20}
+    ]
+    assert "Left out 3 of 20 conversations" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+
+
+def test_an_empty_studio_export_says_no_conversations_were_exported_yet(tmp_path, capsys):
+    study = PROJECT_ROOT / "configs" / "studio_example.yaml"
+    export = tmp_path / "export"
+    assert main(["studio", str(study), "--export", str(export), "--output", str(tmp_path / "study")]) == 0
+    capsys.readouterr()
+    assert main(["meta-eval", str(export), "--scores", "turns"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no conversations exported yet" in err[0], err

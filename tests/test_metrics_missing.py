@@ -113,7 +113,7 @@ def test_unchecked_flags_have_no_rate_and_say_not_checked():
     assert flags["judge_parse_failure"].tolist() == [None, None]
     assert flags["truncated_by_turn_limit"].tolist() == [None, None]
     rates = flag_rates(flags)
-    assert rates["target_leakage"] is None and rates["failed"] == 0.0 and rates["valid"] == 1.0
+    assert rates["target_leakage"] is None and rates["error"] == 0.0 and rates["valid"] == 1.0
     assert flag_counts(flags)["target_leakage"] == (0, 0)
     assert "target_leakage not checked (n=0)" in flags_line(flag_counts(flags))
     table = validity_table(flags).set_index("flag")

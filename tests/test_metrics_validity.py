@@ -48,13 +48,13 @@ def test_flags_each_problem():
     flags = flag_conversations(_set(), judgments=[{"conversation_id": "good", "value": None}]).set_index(
         "conversation_id"
     )
-    assert flags.loc["failed", "failed"] and flags.loc["failed", "too_short"]
+    assert flags.loc["failed", "error"] and flags.loc["failed", "too_short"]
     assert flags.loc["loop", "repetition_loop"] and not flags.loc["good", "repetition_loop"]
     assert flags.loc["leak", "target_leakage"] and flags.loc["leak", "leaked"] == "American President, The (1995)"
     assert flags.loc["good", "judge_parse_failure"] and not flags.loc["loop", "judge_parse_failure"]
     assert flags.loc["loop", "truncated_by_turn_limit"] and not flags.loc["good", "truncated_by_turn_limit"]
     assert list(flags["valid"]) == [True, False, False, False]
-    assert flag_rates(flags.reset_index())["failed"] == pytest.approx(0.25)
+    assert flag_rates(flags.reset_index())["error"] == pytest.approx(0.25)
 
 
 def test_leakage_only_checked_for_target_aware_simulators_unless_forced():
@@ -87,7 +87,7 @@ def test_the_crs_own_failures_count_in_all_and_what_the_simulator_broke_is_exclu
     dialogues = _set()
     dialogues[1].error = "ConnectorError: HTTP 500 from the CRS"  # the CRS broke 'failed'
     table, summary = _evaluate(dialogues)
-    assert table.loc["failed", "crs_failed"] and table.loc["failed", "crs_failure"]
+    assert table.loc["failed", "crs_error"] and table.loc["failed", "crs_failure"]
     assert table.loc["loop", "crs_failure"] and not table.loc["loop", "excluded"]
     assert table.loc["leak", "excluded"] and table.loc["leak", "exclusion"] == "target_leakage"
     assert table.loc["leak", ["success", "turns", "recall@1"]].isna().all()  # excluded: no values at all
@@ -129,7 +129,7 @@ def test_a_simulator_failure_is_excluded_with_its_reason_and_a_crs_failure_never
     table, summary = _evaluate([crs, sim, ok])
     # 'crs' is also too short (1 system turn, 2 utterances): the CRS's own failure wins, it stays in
     assert table.loc["crs", "too_short"] and not table.loc["crs", "excluded"]
-    assert table.loc["sim", "excluded"] and table.loc["sim", "exclusion"] == "simulator_failed"
+    assert table.loc["sim", "excluded"] and table.loc["sim", "exclusion"] == "simulator_error"
     assert summary.loc[("all", "success"), "n"] == 2 and summary.loc[("all", "success"), "mean"] == 0.5
     assert summary.loc[("all", "hit@10"), "mean"] == 0.5  # the CRS failure never showed the target
 
@@ -146,11 +146,11 @@ def test_a_gate_cannot_exclude_the_crs_own_failures(tmp_path):
     from usersimcrs.pipeline.score import load_metrics_config
 
     with pytest.raises(ValueError, match="always counts against the CRS"):
-        ValidityOptions(excluding=["simulator_failed", "repetition_loop"])
+        ValidityOptions(excluding=["simulator_error", "repetition_loop"])
     with pytest.raises(ValueError, match="unknown flag"):
         ValidityOptions(invalidating=["loops"])
     path = tmp_path / "m.yaml"
-    path.write_text("metrics:\n  validity:\n    excluding: [crs_failed]\n")
+    path.write_text("metrics:\n  validity:\n    excluding: [crs_error]\n")
     with pytest.raises(ConfigError, match="metrics.validity"):
         load_metrics_config(path)
 
@@ -183,6 +183,19 @@ def test_a_conversation_that_never_happened_has_no_reward_length_or_satisfaction
     assert row["items_shown"] == 0
 
 
+def test_a_one_utterance_conversation_has_its_length():
+    """Issue 33: a conversation of one utterance has 1 utterance and 0 or 1 turns, not a missing value."""
+    user_only = Dialogue(conversation_id="u", end_reason="user_stop")
+    user_only.add(Utterance(participant="USER", text="hi"))
+    agent_only = Dialogue(conversation_id="a", end_reason="user_stop")
+    agent_only.add(Utterance(participant="AGENT", text="Hello! What would you like to watch?"))
+    table = compute_metrics([user_only, agent_only], MetricOptions(satisfaction=False)).conversations
+    rows = table.set_index("conversation_id")
+    assert (rows.loc["u", "utterances"], rows.loc["u", "turns"], rows.loc["u", "user_turns"]) == (1, 0, 1)
+    assert (rows.loc["a", "utterances"], rows.loc["a", "turns"], rows.loc["a", "user_turns"]) == (1, 1, 0)
+    assert rows.loc["u", "exchanges"] == 0 and pd.isna(rows.loc["u", "reward"])  # only its length is measured
+
+
 def test_the_engine_records_which_side_broke_a_conversation(tmp_path):
     """A CRS that raises, a user that raises, a CRS that answers nothing: each lands on its side."""
     import usersimcrs as us
@@ -212,7 +225,7 @@ def test_the_engine_records_which_side_broke_a_conversation(tmp_path):
     by_index = {d.index: d for d in run.dialogues}
     assert by_index[0].metadata["failure_side"] == "crs" and by_index[1].metadata["failure_side"] == "simulator"
     table = evaluate(run).conversations.set_index("index")
-    assert table.loc[0, "crs_failed"] and not table.loc[0, "excluded"] and table.loc[0, "crs_failure"]
-    assert table.loc[1, "simulator_failed"] and table.loc[1, "excluded"]
+    assert table.loc[0, "crs_error"] and not table.loc[0, "excluded"] and table.loc[0, "crs_failure"]
+    assert table.loc[1, "simulator_error"] and table.loc[1, "excluded"]
     assert table.loc[2, "empty_reply"] and table.loc[2, "crs_failure"] and not table.loc[2, "excluded"]
     assert table.loc[3, "valid"] and not table.loc[3, "crs_failure"]

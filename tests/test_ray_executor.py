@@ -3,6 +3,7 @@ plug-in config errors) run in a pytest process of their own so a Ray node crash 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -45,4 +46,64 @@ def test_ray_cases_pass_in_their_own_process(tmp_path):
     report = f"exit {child.returncode}\n{child.stdout[-6000:]}\n{child.stderr[-3000:]}"
     if child.returncode != 0:
         pytest.fail(f"Ray cases failed in their own process ({report})\nRay logs:\n{_ray_log_tail()}")
-    assert "3 passed" in child.stdout, report
+    assert "6 passed" in child.stdout, report
+
+
+def _config_file(tmp_path: Path, **changes) -> Path:
+    import yaml
+
+    data = {
+        "name": "node",
+        "conversations": 2,
+        "items": {"path": str(ROOT / "configs/data/tiny_movies.csv"), "delimiters": {"genres": "|"}},
+        "simulator": {"type": "tests.engine_plugins:CountingUser"},
+        "crs": {"type": "tests.engine_plugins:EchoCRS"},
+        "progress": False,
+        **changes,
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_node_checks_its_data_files_against_the_drivers_record(tmp_path):
+    """What each Ray task runs before its chunk, here without a cluster: the same files pass; another
+    content, a missing file, or a fallback read in the named file's place fail with the node and the file."""
+    import shutil
+
+    from usersimcrs.config import load_run_config
+    from usersimcrs.engine.ray_executor import DataMismatch, check_node_data
+    from usersimcrs.engine.runner import data_files, with_hashes
+
+    items = tmp_path / "movies.csv"
+    shutil.copy(ROOT / "configs/data/tiny_movies.csv", items)
+    fallback = {"fallback_path": str(ROOT / "configs/data/tiny_movies.csv"), "use_fallback": True}
+    config = load_run_config(_config_file(tmp_path, items={"path": str(items), **fallback}))
+    recorded = with_hashes(data_files(config))  # what the driver wrote in the manifest
+    assert recorded["items"]["used"] == "path" and len(recorded["items"]["sha256"]) == 64
+    check_node_data(config, recorded, "node-a")  # the same data: nothing to say
+    items.write_text(items.read_text() + "999,Added Later (2024),Drama\n")
+    with pytest.raises(DataMismatch, match=rf"^Ray node node-a: items file {items}: other content on this node "):
+        check_node_data(config, recorded, "node-a")
+    items.unlink()  # the node lacks the file: it would read the fallback, silently, before the check
+    with pytest.raises(DataMismatch, match=r"this node would read .*tiny_movies\.csv \(fallback_path\) instead"):
+        check_node_data(config, recorded, "node-a")
+    no_fallback = load_run_config(_config_file(tmp_path, items={"path": str(items)}))
+    with pytest.raises(
+        DataMismatch, match=r"^Ray node node-b: items file .*: not found on this node; every node needs"
+    ):
+        check_node_data(no_fallback, recorded, "node-b")
+
+
+def test_a_ray_client_address_without_its_extra_is_one_line(tmp_path, capsys):
+    pytest.importorskip("ray", reason="the [ray] extra is not installed")
+    if importlib.util.find_spec("grpc") is not None:
+        pytest.skip("the ray-client extra is installed here")
+    from usersimcrs.cli import main
+
+    config = _config_file(tmp_path, executor="ray", ray_address="ray://127.0.0.1:9")
+    assert main(["run", str(config), "-o", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: ray_address ray://127.0.0.1:9: a ray:// address joins through Ray Client, which needs "
+        "pip install 'usersimcrs[ray-client]'"
+    )

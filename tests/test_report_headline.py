@@ -88,7 +88,7 @@ def looping_matrix(tmp_path_factory) -> Path:
                 "conversations": 12,
                 "max_turns": 6,
                 "progress": False,
-                "profiles": {"source": "generate", "constraint_slots": ["genres"]},
+                "profiles": {"source": "generate", "constraint_slots": ["genres"], "holdout": 0.6},
             },
             "datasets": [
                 {

@@ -71,3 +71,48 @@ def test_a_run_piped_to_a_file_prints_progress_lines(tmp_path):
         "conversations: 2/3",
         "conversations: 3/3",
     ]
+
+
+def test_a_plain_line_every_interval_while_nothing_finishes():
+    """A cell whose first conversation takes minutes (the demo's LLM CRS) printed nothing for 100 s."""
+    import time
+
+    out = Pipe()
+    with RunProgress(total=4, enabled=True, stream=out, interval_s=0.1) as progress:
+        time.sleep(0.45)
+        progress.done = 1  # one finished right at the end: the last line says so
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 3 and all(line.startswith("conversations: 0/4 | ") for line in lines[:-1]), lines
+    assert lines[-1].startswith("conversations: 1/4 | ")
+
+
+def test_matrix_cells_side_by_side_print_labelled_lines(tmp_path, monkeypatch, capsys):
+    """Cells running at once had no progress at all; now each prints plain lines with its name."""
+    from usersimcrs.cli import main
+
+    data = ROOT / "configs" / "data"
+    config = {
+        "name": "side",
+        "concurrency": 2,
+        "parallel_cells": 2,
+        "base": {"seed": 1, "conversations": 6, "max_turns": 4},
+        "datasets": [
+            {
+                "name": "tiny",
+                "items": {"path": str(data / "tiny_movies.csv"), "delimiters": {"genres": "|"}},
+                "ratings": {"path": str(data / "tiny_ratings.csv")},
+            }
+        ],
+        "simulators": [{"name": "agenda", "type": "agenda"}],
+        "crs": [{"name": "popularity", "type": "popularity"}, {"name": "retrieval", "type": "retrieval"}],
+        "metrics": {"options": {"satisfaction": False}},
+        "report": False,
+    }
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    monkeypatch.setenv("USERSIMCRS_PROGRESS_INTERVAL_S", "0.01")
+    assert main(["matrix", str(path), "--output", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    for cell in ("agenda__popularity__tiny", "agenda__retrieval__tiny"):
+        mine = [line for line in err if line.startswith(f"{cell}: ")]
+        assert mine and mine[-1].startswith(f"{cell}: 6/6 | failed 0"), err

@@ -3,6 +3,7 @@ used (the primary or the fallback), and the quickstart says it before it starts.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -60,11 +61,23 @@ def test_the_manifest_records_whether_the_primary_file_or_its_fallback_was_used(
     primary = tmp_path / "primary"
     primary.mkdir()
     missing = tmp_path / "missing.csv"
-    fallback = write_config(primary, path=str(missing), fallback_path=str(DATA / "tiny_movies.csv"))
+    fallback = write_config(primary, path=str(missing), fallback_path=str(DATA / "tiny_movies.csv"), use_fallback=True)
     assert main(["run", str(fallback), "-o", str(tmp_path / "fallback")]) == 0
     files = json.loads((tmp_path / "fallback" / "manifest.json").read_text())["data_files"]
-    assert files["items"] == {"path": str(DATA / "tiny_movies.csv"), "used": "fallback_path", "missing": str(missing)}
-    assert files["ratings"] == {"path": str(DATA / "tiny_ratings.csv"), "used": "path"}
+    digest = {
+        name: hashlib.sha256((DATA / name).read_bytes()).hexdigest() for name in ("tiny_movies.csv", "tiny_ratings.csv")
+    }
+    assert files["items"] == {
+        "path": str(DATA / "tiny_movies.csv"),
+        "used": "fallback_path",
+        "missing": str(missing),
+        "sha256": digest["tiny_movies.csv"],  # the content read, which each Ray task checks its own against
+    }
+    assert files["ratings"] == {
+        "path": str(DATA / "tiny_ratings.csv"),
+        "used": "path",
+        "sha256": digest["tiny_ratings.csv"],
+    }
 
 
 def test_the_quickstart_says_which_data_it_uses(tmp_path):
@@ -77,3 +90,41 @@ def test_the_quickstart_says_which_data_it_uses(tmp_path):
         "data: items x/tiny_movies.csv (fallback: the bundled 40-movie sample, as y/movies_w_keywords.csv does not "
         "exist; rankings on it differ from the MovieLens-25m sample's)"
     ]
+
+
+def test_a_named_data_file_that_does_not_exist_stops_the_run_unless_the_fallback_is_allowed(tmp_path, capsys):
+    missing = tmp_path / "typo.csv"
+    config = write_config(tmp_path, fallback_path=str(DATA / "tiny_movies.csv"))  # the fallback is not allowed
+    out = tmp_path / "run"
+    assert main(["run", str(config), "-o", str(out), "--set", f"items.path={missing}"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: items.path: file not found: {missing} (items.fallback_path {DATA / 'tiny_movies.csv'} is read "
+        "instead only with items.use_fallback: true)"
+    )
+    assert not out.exists()
+
+
+def test_a_path_given_with_set_is_the_file_meant_even_where_the_config_allows_its_fallback(tmp_path, capsys):
+    missing = tmp_path / "typo.csv"
+    config = write_config(tmp_path, fallback_path=str(DATA / "tiny_movies.csv"), use_fallback=True)
+    out = str(tmp_path / "run")
+    assert main(["run", str(config), "-o", out, "--set", f"items.path={missing}"]) == 2
+    assert f"items.path: file not found: {missing}" in capsys.readouterr().err
+    # asked for on the command line too: read, and said aloud
+    assert (
+        main(["run", str(config), "-o", out, "--set", f"items.path={missing}", "--set", "items.use_fallback=true"]) == 0
+    )
+
+
+def test_reading_the_fallback_is_said_aloud_and_recorded(tmp_path, caplog):
+    missing = tmp_path / "missing.csv"
+    config = write_config(tmp_path, path=str(missing), fallback_path=str(DATA / "tiny_movies.csv"), use_fallback=True)
+    with caplog.at_level("WARNING", logger="usersimcrs.data"):
+        assert main(["run", str(config), "-o", str(tmp_path / "run")]) == 0
+    assert [r.getMessage() for r in caplog.records if r.name == "usersimcrs.data"] == [
+        f"items: {missing} does not exist; reading items.fallback_path {DATA / 'tiny_movies.csv'} instead "
+        "(items.use_fallback: true)",
+        "items from the fallback but ratings from the named file",
+    ]
+    files = json.loads((tmp_path / "run" / "manifest.json").read_text())["data_files"]
+    assert files["items"]["path"] == str(DATA / "tiny_movies.csv") and files["items"]["used"] == "fallback_path"

@@ -276,9 +276,13 @@ def test_no_echoed_secret_reaches_any_file_report_log_cache_or_export(tmp_path):
         )
         for config in (http_run, rasa_run):
             run_dir = tmp_path / config.stem
-            assert _cli(["run", str(config), "--output", str(run_dir)], log, env) == 0, log.read_text()
+            # the schedule is for the calls: no preflight GET takes an answer of it (tests/test_llm_preflight.py)
+            assert _cli(["run", str(config), "--output", str(run_dir), "--no-preflight"], log, env) == 0, (
+                log.read_text()
+            )
         llm.schedule = ("ok_echo", "server_error", "header", "ok")  # no permanent failure: the judging goes on
-        judged = _cli(["judge", str(tmp_path / "http"), "--judge", "quality", "--include-invalid"], log, env)
+        judge = ["judge", str(tmp_path / "http"), "--judge", "quality", "--include-invalid", "--no-preflight"]
+        judged = _cli(judge, log, env)
         assert judged == 0, log.read_text()
     for name in ("http", "rasa"):  # what reads the stored run: in-process, the toolkit's Python API
         score(tmp_path / name, MetricsConfig(options={"satisfaction": False}))

@@ -46,6 +46,24 @@ def write_data(folder: Path) -> tuple[dict, dict]:
     return {"path": str(folder / "items.csv"), **mapping}, {"path": str(ratings)}
 
 
+def run_config(name: str, section: dict, items: dict, ratings: dict, server, **keys) -> RunConfig:  # type: ignore[no-untyped-def]
+    """A run of `section` against the built-in retrieval CRS, its LLM the local test server (`keys`: seed, ...)."""
+    return RunConfig.model_validate(
+        {
+            "name": name,
+            "concurrency": 2,
+            "items": items,
+            "ratings": ratings,
+            "profiles": {"constraint_slots": ["genres"], "holdout": 0.5},
+            "llm": server.config("openai", cache=False).model_dump(),
+            "simulator": section,
+            "crs": {"type": "retrieval", "k": 3},
+            "progress": False,
+            **keys,
+        }
+    )
+
+
 SIMULATORS = {
     "llm_single": ({"type": "llm_single", "min_turns": 1}, {"max_turns"}),
     "llm_dual": ({"type": "llm_dual", "min_turns": 1}, {"user_stop"}),
@@ -61,22 +79,7 @@ def test_five_conversations_through_the_engine(kind, tmp_path):
     with llm_server.LLMServer(scripted) as server:
         outputs = []
         for attempt in range(2):
-            config = RunConfig.model_validate(
-                {
-                    "name": f"t-{kind}",
-                    "seed": 5,
-                    "conversations": 5,
-                    "concurrency": 2,
-                    "max_turns": 6,
-                    "items": items,
-                    "ratings": ratings,
-                    "profiles": {"constraint_slots": ["genres"], "holdout": 0.5},
-                    "llm": server.config("openai", cache=False).model_dump(),
-                    "simulator": section,
-                    "crs": {"type": "retrieval", "k": 3},
-                    "progress": False,
-                }
-            )
+            config = run_config(f"t-{kind}", section, items, ratings, server, seed=5, conversations=5, max_turns=6)
             summary = runner.run(config, tmp_path / f"run{attempt}")
             assert summary.completed == 5 and summary.failed == 0
             lines = (tmp_path / f"run{attempt}" / "dialogues.jsonl").read_text().splitlines()

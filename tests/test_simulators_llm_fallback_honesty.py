@@ -135,3 +135,80 @@ def test_on_unusable_fail_fails_the_conversation_instead_of_sending_a_canned_tur
     assert all("on_unusable is fail" in r["error"] for r in records)
     sent = [u["text"] for r in records for u in r["utterances"] if u["participant"] == "USER"]
     assert sent and not set(sent) & CANNED  # nothing canned reached the CRS
+
+
+def wants_out(body: dict) -> str:
+    """Every answer asks to end: the opening with usable words, every later turn with a placeholder (unusable),
+    so with min_turns 6 three of a conversation's four user turns are canned; the dual user's stop decision
+    says carry on."""
+    schema = json.dumps(body.get("response_format") or {})
+    if "end" in schema and "utterance" not in schema:
+        return json.dumps({"end": False})
+    if user_turn(body) == 0:
+        return json.dumps({"end": True, "utterance": "Hi, I want a funny film for tonight."})
+    return json.dumps({"end": True, "utterance": "<your message>"})
+
+
+@pytest.mark.parametrize("kind", ["llm_single", "llm_dual", "target_free"])
+def test_every_ignored_end_request_is_marked(tmp_path, kind):
+    """The opening's end request (and the dual and target-free users' ones) went unmarked: 'about half'."""
+    with LLMServer(replies=wants_out) as server:
+        config = write_config(tmp_path, server, type=kind, min_turns=6)
+        assert main(["run", str(config), "-o", str(tmp_path / "run"), "--no-crs-check"]) == 0
+    turns = user_turns(tmp_path / "run")
+    assert len(turns) == 3 * 4
+    assert [t["metadata"].get("end_ignored") for t in turns] == [True] * 12
+
+
+def test_a_run_of_mostly_canned_turns_opens_with_a_warning_and_marks_its_figures(tmp_path, capsys):
+    with LLMServer(replies=wants_out) as server:
+        config = write_config(tmp_path, server, min_turns=6)
+        assert main(["run", str(config), "-o", str(tmp_path / "run"), "--no-crs-check"]) == 0
+    warning = "warning: 9 of 12 LLM user turns (75%) were canned fallbacks, not the model's words"
+    assert capsys.readouterr().out.splitlines()[0].startswith(warning)
+
+    assert main(["metrics", str(tmp_path / "run"), "--no-satisfaction"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(warning)
+    headline = next(line for line in out if line.startswith("  all (the CRS took part)"))
+    assert "success" in headline and headline.count("⚠ 75% canned") >= 3, headline
+    table = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
+    header = table[0].split(",")
+    rows = [dict(zip(header, line.split(","))) for line in table[1:]]
+    assert [(r["user_turns_canned"], r["user_turns_labelled"]) for r in rows] == [("3", "4")] * 3
+
+    assert main(["report", str(tmp_path / "run")]) == 0
+    html = (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+    body = html[html.index("</nav>") :]
+    assert body.index("Warning: 9 of 12 LLM user turns (75%) were canned") < body.index('<h2 id="s1">Overview')
+    assert "canned user turns" in html and "75% ⚠" in html
+
+
+def test_a_run_with_half_its_turns_canned_or_fewer_has_no_warning(tmp_path, capsys):
+    with LLMServer(replies=script) as server:  # 6 of 12 turns canned: not most
+        config = write_config(tmp_path, server)
+        assert main(["run", str(config), "-o", str(tmp_path / "run"), "--no-crs-check"]) == 0
+    assert "warning:" not in capsys.readouterr().out
+    assert main(["metrics", str(tmp_path / "run"), "--no-satisfaction"]) == 0
+    out = capsys.readouterr().out
+    assert "warning:" not in out and "canned" not in out
+
+
+def test_matrix_cells_of_mostly_canned_turns_are_named_and_their_values_marked():
+    import pandas as pd
+
+    from usersimcrs.report.matrix_report import _mean_label, canned_cells
+
+    table = pd.DataFrame(
+        {
+            "dataset": ["d"] * 4,
+            "simulator": ["llm_single"] * 2 + ["agenda"] * 2,
+            "crs": ["ievalm"] * 4,
+            "success": [0.0, 1.0, 1.0, 0.0],
+            "user_turns_canned": [4, 3, None, None],
+            "user_turns_labelled": [5, 4, None, None],
+        }
+    )
+    assert canned_cells(table) == [("llm_single · ievalm", pytest.approx(7 / 9))]
+    assert _mean_label(0.5, 2, canned=7 / 9) == "0.500 (n=2) ⚠ 78% canned"
+    assert _mean_label(0.5, 2, canned=0.5) == "0.500 (n=2)"

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import parse_yaml, read_yaml
 from usersimcrs.errors import ConfigError
@@ -21,11 +22,19 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+FALLBACK_HELP = (
+    "read `fallback_path` when `path` does not exist (a warning names both); without it a missing `path` "
+    "stops the command. A `--set <section>.path=...` turns it off unless `--set <section>.use_fallback=true` too"
+)
+
+
 class ItemsConfig(_Section):
-    """Where the item collection comes from; `fallback_path` is used when `path` is missing."""
+    """Where the item collection comes from: `path`, or `fallback_path` when `path` is missing and
+    `use_fallback` allows it."""
 
     path: str
     fallback_path: str | None = None
+    use_fallback: bool = Field(False, description=FALLBACK_HELP)
     id_column: str = "movieId"
     title_column: str = "title"
     mapping: dict[str, str] | None = None
@@ -34,8 +43,11 @@ class ItemsConfig(_Section):
 
 
 class RatingsConfig(_Section):
+    """Where the ratings come from (`path`, or `fallback_path` as for items)."""
+
     path: str
     fallback_path: str | None = None
+    use_fallback: bool = Field(False, description=FALLBACK_HELP)
     user_column: str = "userId"
     item_column: str = "movieId"
     rating_column: str = "rating"
@@ -76,8 +88,8 @@ class RunConfig(_Section):
     profiles: ProfilesConfig = Field(default_factory=ProfilesConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     llm_components: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    simulator: dict[str, Any]
-    crs: dict[str, Any]
+    simulator: ConfigSection
+    crs: ConfigSection
     data: dict[str, Any] = Field(
         default_factory=dict, description="extra resources (annotated dialogues, domain files)"
     )
@@ -85,10 +97,17 @@ class RunConfig(_Section):
     max_failed_share: float = Field(
         0.2, ge=0.0, le=1.0, description="`run` exits 3 when a larger share of the conversations failed"
     )
+    _overrides: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def overrides(self) -> dict[str, str]:
+        """The keys set on the command line (dotted key -> `--set key=value`): a mistake in one of them
+        (a plug-in option checked later included) is blamed on the flag, not on the file."""
+        return self._overrides
 
     def decisive(self) -> dict[str, Any]:
         """The settings that decide the conversations (output folder, display and scheduling left out)."""
-        return self.model_dump(mode="json", exclude=set(NOT_HASHED))
+        return _without_unhashed(self.model_dump(mode="json", exclude=set(NOT_HASHED)))
 
     def config_hash(self) -> str:
         """A hash of what decides the conversations (output folder and progress display excluded)."""
@@ -97,12 +116,34 @@ class RunConfig(_Section):
     def changes_from(self, previous: dict[str, Any]) -> list[str]:
         """`key: old -> new` for every decisive setting that differs from `previous` (a config as the
         manifest stores it), in dotted keys; what a refused `--resume` names."""
-        before = {key: value for key, value in previous.items() if key not in NOT_HASHED}
+        before = _without_unhashed({key: value for key, value in previous.items() if key not in NOT_HASHED})
         return describe_changes(before, self.decisive())
 
 
 NOT_HASHED = ("output", "progress", "concurrency", "executor", "ray_address", "event_loop", "max_failed_share")
 """Run settings that do not change any conversation: left out of the config hash."""
+NOT_HASHED_IN_SECTIONS = {"items": ("use_fallback",), "ratings": ("use_fallback",)}
+"""Section settings left out of the hash: whether a fallback may be read (the file read is recorded in
+the manifest's `data_files`); runs made before the setting existed keep their hash."""
+HASHED_AS = {("llm", "client"): {"auto": "lean"}}
+"""Section settings hashed as the value that meant the same before: `llm.client: auto` (the default since
+issue #35; the HTTP client decides no conversation) as `lean` (the default before), so runs made before
+keep their hash and resume."""
+
+
+def _without_unhashed(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (a config as JSON) without the section settings of NOT_HASHED_IN_SECTIONS, HASHED_AS applied."""
+    out = dict(data)
+    for section, keys in NOT_HASHED_IN_SECTIONS.items():
+        if isinstance(out.get(section), dict):
+            out[section] = {k: v for k, v in out[section].items() if k not in keys}
+    for (section, key), values in HASHED_AS.items():
+        part = out.get(section)
+        if isinstance(part, dict) and isinstance(part.get(key), str) and part[key] in values:
+            out[section] = {**part, key: values[part[key]]}
+    return out
+
+
 _ABSENT = object()
 
 
@@ -124,8 +165,8 @@ def _shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def set_dotted(data: dict[str, Any], assignment: str) -> None:
-    """Apply one `--set a.b=value` override; the value is parsed as YAML (numbers, lists, ...)."""
+def set_dotted(data: dict[str, Any], assignment: str) -> str:
+    """Apply one `--set a.b=value` override (the value parsed as YAML: numbers, lists, ...); returns the key."""
     if "=" not in assignment:
         raise ConfigError(f"--set {assignment!r}: expected key=value")
     key, raw = assignment.split("=", 1)
@@ -136,6 +177,7 @@ def set_dotted(data: dict[str, Any], assignment: str) -> None:
         if not isinstance(node, dict):
             raise ConfigError(f"--set {assignment!r}: '{part}' is not a section")
     node[parts[-1]] = parse_yaml(raw, source=f"--set {key.strip()}")
+    return ".".join(parts)
 
 
 def resolve_path(base_dir: Path, value: str | None) -> str | None:
@@ -150,10 +192,23 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> Run
     """Load, override and validate a run config; relative data paths are made absolute."""
     path = Path(path)
     data = read_yaml(path)
-    for assignment in overrides or []:
-        set_dotted(data, assignment)
-    config = validate(RunConfig, data, source=str(path))
+    flags = {set_dotted(data, assignment): f"--set {assignment.strip()}" for assignment in overrides or []}
+    named_on_command_line(data, flags)
+    config = validate(RunConfig, data, source=str(path), overrides=flags)
+    config._overrides = flags
     return absolutize(config, path.parent)
+
+
+DATA_SECTIONS = ("items", "ratings")
+
+
+def named_on_command_line(data: dict[str, Any], flags: dict[str, str]) -> None:
+    """A data file named with `--set items.path=...` is the file meant: the config's fallback does not
+    stand in for it (a typo there would silently read other data) unless `--set items.use_fallback=true`."""
+    for section in DATA_SECTIONS:
+        node = data.get(section)
+        if f"{section}.path" in flags and f"{section}.use_fallback" not in flags and isinstance(node, dict):
+            node["use_fallback"] = False
 
 
 JSON_PATH_KEYS = frozenset({"text_path", "items_path", "custom_items_path"})

@@ -7,28 +7,32 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from crs_connectors.base import CRSReply
 from crs_connectors.baselines.retrieval import RetrievalConfig, RetrievalCRS
-from crs_connectors.baselines.rule_based import read_state
+from crs_connectors.baselines.rule_based import DialogueState, read_state
 from crs_connectors.transport import seed_for
 from crs_connectors.turns import all_turns
 from usersimcrs.core.dialogue import USER, Dialogue, ItemRef, Utterance
 from usersimcrs.core.items import Item, display_title, normalize_title
+from usersimcrs.core.json_types import JSON, JSONSchema
 from usersimcrs.core.yaml_io import read_yaml
 from usersimcrs.errors import ConfigError, ConnectorError, LLMError
 from usersimcrs.llm.base import Message
 
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
+
 PROMPT_FILE = Path(__file__).with_name("llm_crs_prompt.yaml")
 
 
-def reply_schema(candidates: int, k: int) -> dict[str, Any]:
+def reply_schema(candidates: int, k: int) -> JSONSchema:
     """The JSON shape of an answer: a reply text and up to k candidate numbers (bounded, so a small
     model cannot loop on the list)."""
-    numbers: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": max(1, candidates)}
+    numbers: JSONSchema = {"type": "integer", "minimum": 1, "maximum": max(1, candidates)}
     if candidates:
         numbers["enum"] = list(range(1, candidates + 1))
     return {
@@ -51,6 +55,10 @@ class LLMCRSConfig(RetrievalConfig):
     prompt_file: str | None = Field(None, description="YAML prompt replacing the built-in one")
     history_turns: int = Field(8, ge=1, description="most recent turns given to the LLM")
     elicit_turns: int = Field(1, ge=0)
+
+    def llm_components(self) -> list[str]:
+        """The baseline calls its `component`."""
+        return [self.component]
 
 
 def load_prompt(path: str | None) -> dict[str, str]:
@@ -80,7 +88,7 @@ class LLMCRS(RetrievalCRS):
     Config = LLMCRSConfig
     config: LLMCRSConfig
 
-    def __init__(self, config: LLMCRSConfig, context: Any) -> None:
+    def __init__(self, config: LLMCRSConfig, context: RunContext) -> None:
         super().__init__(config, context)
         self.prompt = context.shared(f"llm_crs.prompt:{config.prompt_file}", lambda: load_prompt(config.prompt_file))
         self.llm = context.llm(config.component)
@@ -121,7 +129,9 @@ class LLMCRS(RetrievalCRS):
             return self.rule_based_fallback(state, reply)
         return reply
 
-    def rule_based_fallback(self, state: Any, echoed: CRSReply, reason: str = "the LLM repeated the user") -> CRSReply:
+    def rule_based_fallback(
+        self, state: DialogueState, echoed: CRSReply, reason: str = "the LLM repeated the user"
+    ) -> CRSReply:
         """A weak model that parrots the user or says nothing gets the retrieval policy's sentence (marked in raw)."""
         fallback = self.respond(state)
         items = echoed.items or fallback.items
@@ -149,7 +159,7 @@ class LLMCRS(RetrievalCRS):
             note = self.prompt["no_candidates"]
         return [Message(role="system", content=f"{system}\n{note}".strip()), *chat]
 
-    def grounded_reply(self, parsed: Any, raw_text: str, candidates: list[Item]) -> CRSReply:
+    def grounded_reply(self, parsed: JSON, raw_text: str, candidates: list[Item]) -> CRSReply:
         """Text from the LLM; items only from the candidates it chose or named."""
         text, picks = "", []
         if isinstance(parsed, dict):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from crs_connectors.baselines.rule_based import BaselineConfig, DialogueState, RuleBasedCRS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 
 class PopularityCRS(RuleBasedCRS):
@@ -13,7 +16,7 @@ class PopularityCRS(RuleBasedCRS):
     Config = BaselineConfig
     config: BaselineConfig
 
-    def __init__(self, config: BaselineConfig, context: Any) -> None:
+    def __init__(self, config: BaselineConfig, context: RunContext) -> None:
         super().__init__(config, context)
         self.order: list[str] = context.shared(f"popularity.order:{id(self.items)}", self._popularity_order)
 

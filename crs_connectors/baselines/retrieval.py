@@ -11,13 +11,16 @@ ratings) instead of by the accident of document length.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import Field
 
 from crs_connectors.baselines.bm25_index import BM25Index, tokenize
 from crs_connectors.baselines.rule_based import BaselineConfig, DialogueState, RuleBasedCRS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 _NEGATED = re.compile(r"\b(?:not|no|don'?t|do not|never|hate|dislike|without|except|avoid|nothing)\b[^.,;!?]{0,20}$")
 
@@ -93,7 +96,7 @@ class RetrievalCRS(RuleBasedCRS):
     Config = RetrievalConfig
     config: RetrievalConfig
 
-    def __init__(self, config: RetrievalConfig, context: Any) -> None:
+    def __init__(self, config: RetrievalConfig, context: RunContext) -> None:
         super().__init__(config, context)
         fields = [f for f in config.fields if f in self.slots] or self.slots
         # built from the item collection alone: once per command (the cells of a matrix share them)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -18,6 +18,9 @@ from crs_connectors.turns import all_turns
 from usersimcrs.core.dialogue import AGENT, Dialogue, ItemRef, Utterance
 from usersimcrs.core.items import Item, ItemCollection, display_title
 from usersimcrs.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 QUESTIONS = (
     "Which genre are you in the mood for?",
@@ -106,7 +109,7 @@ class RuleBasedCRS(CRSConnector):
     Config = BaselineConfig
     config: BaselineConfig
 
-    def __init__(self, config: BaselineConfig, context: Any) -> None:
+    def __init__(self, config: BaselineConfig, context: RunContext) -> None:
         super().__init__(config, context)
         if context.items is None or not len(context.items):
             raise ConfigError(f"crs type {config.type!r} needs an item collection (add an 'items:' section)")

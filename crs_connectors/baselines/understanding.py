@@ -129,6 +129,7 @@ def find_titles(text: str, items: ItemCollection) -> list[str]:
 
 def capitalised_phrases(text: str, items: ItemCollection, longest: int = 6) -> list[str]:
     """Longest phrases starting with a capital letter that are exact titles of the collection."""
+    # lazy: numpy (the BM25 index's module) only for the CRSs that rank with BM25
     from crs_connectors.baselines.bm25_index import STOPWORDS
 
     words = re.findall(r"[\w'&:.-]+", text)

@@ -7,9 +7,11 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from data_converters.augment.folder import ConvertedFolder
 from data_converters.augment.prompt_spec import PromptSpec
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.items import ItemCollection
+from usersimcrs.core.json_types import JSON, JSONSchema
 from usersimcrs.llm.base import Message
 from usersimcrs.registry import Registry
 
@@ -53,18 +55,18 @@ class AnnotationTask(ABC):
         """The chat messages asking for one unit's annotation."""
 
     @abstractmethod
-    def schema(self, dialogue: Dialogue, unit: Unit) -> dict[str, Any]:
+    def schema(self, dialogue: Dialogue, unit: Unit) -> JSONSchema:
         """The JSON schema the reply must follow."""
 
     @abstractmethod
-    def parse(self, parsed: Any, dialogue: Dialogue, unit: Unit) -> dict[str, Any]:
+    def parse(self, parsed: JSON, dialogue: Dialogue, unit: Unit) -> dict[str, Any]:
         """The reply's JSON -> a JSON-able result; raises ValueError when it is unusable."""
 
     @abstractmethod
     def apply(self, dialogue: Dialogue, unit: Unit, result: dict[str, Any], provenance: Provenance) -> None:
         """Store a result (and its provenance) on the dialogue."""
 
-    def finish(self, folder: Any, dialogues: list[Dialogue]) -> list[str]:
+    def finish(self, folder: ConvertedFolder, dialogues: list[Dialogue]) -> list[str]:
         """Write task-specific side files after the run; returns their names."""
         return []
 

@@ -6,14 +6,13 @@ from typing import Any
 
 from data_converters.augment.base import AnnotationTask, Provenance, Unit
 from usersimcrs.core.dialogue import Dialogue, DialogueAct, SlotValue
+from usersimcrs.core.json_types import JSON, JSONSchema
 from usersimcrs.llm.base import Message
 
 PROVENANCE_KEY = "annotation_provenance"
 
 
-def act_schema(
-    intents: list[str], slots: list[str], *, max_acts: int, max_slots: int, max_chars: int
-) -> dict[str, Any]:
+def act_schema(intents: list[str], slots: list[str], *, max_acts: int, max_slots: int, max_chars: int) -> JSONSchema:
     """`{"acts": [{"intent": <enum>, "slots": [{"slot": <enum>, "value": str}]}]}` with small bounds."""
     slot = {
         "type": "object",
@@ -79,7 +78,7 @@ class DialogueActTask(AnnotationTask):
         )
         return [Message(role="system", content=self.prompt.system.strip()), Message(role="user", content=user)]
 
-    def schema(self, dialogue: Dialogue, unit: Unit) -> dict[str, Any]:
+    def schema(self, dialogue: Dialogue, unit: Unit) -> JSONSchema:
         utt = dialogue.utterances[unit.utterance_index or 0]
         return act_schema(
             list(self._intents(utt.participant)),
@@ -89,7 +88,7 @@ class DialogueActTask(AnnotationTask):
             max_chars=int(self.prompt.option("max_value_chars", 60)),
         )
 
-    def parse(self, parsed: Any, dialogue: Dialogue, unit: Unit) -> dict[str, Any]:
+    def parse(self, parsed: JSON, dialogue: Dialogue, unit: Unit) -> dict[str, Any]:
         utt = dialogue.utterances[unit.utterance_index or 0]
         allowed, slots = set(self._intents(utt.participant)), set(self.prompt.slots)
         acts = []

@@ -6,7 +6,9 @@ from typing import Any
 
 from data_converters.augment.base import AnnotationTask, Provenance, Unit
 from data_converters.augment.dialogue_acts import PROVENANCE_KEY
+from data_converters.augment.folder import ConvertedFolder
 from usersimcrs.core.dialogue import Dialogue, ItemRef
+from usersimcrs.core.json_types import JSON, JSONSchema
 from usersimcrs.core.jsonl import JsonlWriter
 from usersimcrs.core.profile import InformationNeed
 from usersimcrs.llm.base import Message
@@ -17,7 +19,7 @@ NEEDS_FILE = "information_needs.llm.jsonl"
 
 def need_schema(
     slots: list[str], *, max_constraints: int, max_requests: int, max_targets: int, max_chars: int
-) -> dict[str, Any]:
+) -> JSONSchema:
     """`{"constraints": [{"slot", "value"}], "requests": [slot], "targets": [title]}` with small bounds."""
     text = {"type": "string", "maxLength": max_chars}
     return {
@@ -58,7 +60,7 @@ class InformationNeedTask(AnnotationTask):
         user = self.prompt.render_user(slots=", ".join(self.prompt.slots), conversation=conversation)
         return [Message(role="system", content=self.prompt.system.strip()), Message(role="user", content=user)]
 
-    def schema(self, dialogue: Dialogue, unit: Unit) -> dict[str, Any]:
+    def schema(self, dialogue: Dialogue, unit: Unit) -> JSONSchema:
         return need_schema(
             list(self.prompt.slots),
             max_constraints=int(self.prompt.option("max_constraints", 4)),
@@ -67,7 +69,7 @@ class InformationNeedTask(AnnotationTask):
             max_chars=int(self.prompt.option("max_value_chars", 60)),
         )
 
-    def parse(self, parsed: Any, dialogue: Dialogue, unit: Unit) -> dict[str, Any]:
+    def parse(self, parsed: JSON, dialogue: Dialogue, unit: Unit) -> dict[str, Any]:
         if not isinstance(parsed, dict):
             raise ValueError("reply is not a JSON object")
         slots = set(self.prompt.slots)
@@ -88,7 +90,7 @@ class InformationNeedTask(AnnotationTask):
         dialogue.metadata[NEED_KEY] = result["need"]
         dialogue.metadata[PROVENANCE_KEY] = provenance.model_dump()
 
-    def finish(self, folder: Any, dialogues: list[Dialogue]) -> list[str]:
+    def finish(self, folder: ConvertedFolder, dialogues: list[Dialogue]) -> list[str]:
         path = folder.path / NEEDS_FILE
         path.unlink(missing_ok=True)
         with JsonlWriter(path) as writer:

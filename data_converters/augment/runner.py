@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from pydantic import BaseModel, Field
 
@@ -18,6 +18,7 @@ from data_converters.augment.folder import ConvertedFolder
 from data_converters.writer import DIALOGUEKIT
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl
+from usersimcrs.core.usage import UsageSummary
 from usersimcrs.errors import LLMError
 from usersimcrs.llm.base import LLM
 
@@ -48,7 +49,7 @@ class AnnotationReport(BaseModel):
     failed: int = 0
     failures: list[Failure] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
-    usage: dict[str, Any] = Field(default_factory=dict)
+    usage: UsageSummary = Field(default_factory=dict)
 
 
 def progress_path(folder: ConvertedFolder, task: AnnotationTask) -> Path:
@@ -69,7 +70,7 @@ async def annotate(
     overwrite: bool = False,
     max_tokens: int = 128,
     component: str = "annotate",
-    usage: Callable[[], dict[str, Any]] | None = None,
+    usage: Callable[[], UsageSummary] | None = None,
 ) -> AnnotationReport:
     """Annotate the first `limit` dialogues of `folder` (all when None) and save them back."""
     dialogues = folder.dialogues()

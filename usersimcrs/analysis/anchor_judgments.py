@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
+from usersimcrs.core.json_types import JSON, JSONObject
 from usersimcrs.errors import DataError
+from usersimcrs.judges.base import JudgmentRecord
 
 ANCHOR_JUDGE = "anchor"
 ANCHOR_SCALE = (1.0, 5.0)
 
 
 def anchor_judgments(
-    data: Any, *, source: str = "judgments", scale: tuple[float, float] = ANCHOR_SCALE
-) -> list[dict[str, Any]]:
+    data: JSON, *, source: str = "judgments", scale: tuple[float, float] = ANCHOR_SCALE
+) -> list[JudgmentRecord]:
     """Judgment records from the anchor's nested layout; out-of-scale scores (its 0.0) become missing."""
     if not isinstance(data, dict):
         raise DataError(f"{source}: expected {{agent_id: {{aspect: [...]}}}} at the top level")
@@ -39,8 +40,8 @@ def anchor_judgments(
 
 
 def _anchor_record(
-    agent_id: str, aspect: str, entry: dict[str, Any], scale: tuple[float, float], where: str
-) -> dict[str, Any]:
+    agent_id: str, aspect: str, entry: JSONObject, scale: tuple[float, float], where: str
+) -> JudgmentRecord:
     raw = entry.get("score")
     try:
         value = None if raw is None else float(raw)
@@ -62,7 +63,7 @@ def _anchor_record(
     }
 
 
-def read_anchor_judgments(path: str | Path) -> list[dict[str, Any]]:
+def read_anchor_judgments(path: str | Path) -> list[JudgmentRecord]:
     """Read an anchor-layout judge JSON file."""
     path = Path(path)
     try:

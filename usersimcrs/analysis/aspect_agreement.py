@@ -31,7 +31,9 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from usersimcrs.analysis.left_out import LeftOut
 from usersimcrs.analysis.meta_eval import _percentile_ci
+from usersimcrs.core.crsarena_eval import canonical
 
 Source = Literal["computed", "baseline", "published"]
 POOLED = ("pearson", "spearman")
@@ -40,6 +42,21 @@ SYSTEM = ("system_pearson", "system_spearman", "system_kendall")
 STATISTICS = (*POOLED, *WITHIN, *SYSTEM)
 ALL_GROUPS = "all"
 CI_METHOD = "percentile bootstrap, 95%, conversations resampled within each CRS"
+NO_WITHIN = (
+    "knows only the CRS: no within-CRS figure (inside a CRS its out-of-fold mean only mirrors the held-out rating)"
+)
+SYSTEMS_NOT_CONVERSATIONS = "ranks systems, not conversations"
+
+
+def ranks_systems_only(row: AspectRow) -> bool:
+    """A within-CRS figure whose CI contains 0: the evaluator's agreement comes from telling CRSs apart."""
+    return (
+        row.statistic == "within_pearson"
+        and row.value is not None
+        and row.ci_low is not None
+        and row.ci_high is not None
+        and row.ci_low <= 0.0 <= row.ci_high
+    )
 
 
 class AspectRow(BaseModel):
@@ -262,11 +279,14 @@ def evaluator_rows(
     level: Literal["turn", "dialogue"],
     pairs: pd.DataFrame,
     resamples: Resamples | None,
+    *,
+    within_crs: bool = True,
 ) -> list[AspectRow]:
     """Every statistic of one evaluator on one aspect in one group.
 
     `pairs` has columns conversation_id, system, pred, gold (one row per paired turn or conversation,
-    missing pairs already dropped).
+    missing pairs already dropped). `within_crs=False`: an evaluator that knows only the CRS (its
+    within-CRS figures are left empty: any value would be an artefact of how it was made out of fold).
     """
     n = len(pairs)
     n_conv = int(pairs["conversation_id"].nunique()) if n else 0
@@ -290,6 +310,8 @@ def evaluator_rows(
             draws.update(_system_draws(pairs, w))
 
     def note(statistic: str) -> str | None:
+        if statistic in WITHIN and not within_crs:
+            return NO_WITHIN
         if n == 0:
             return "no pairs: no prediction matches a rated turn or conversation"
         if has_nan:
@@ -304,7 +326,7 @@ def evaluator_rows(
 
     rows = []
     for statistic in STATISTICS:
-        value = _finite(point[statistic])
+        value = _finite(point[statistic]) if within_crs or statistic not in WITHIN else None
         low, high = _ci(draws.get(statistic), value)
         if statistic in SYSTEM:
             size, systems = len(means), len(means)
@@ -362,8 +384,6 @@ def published_rows(table: dict, levels: dict[str, Literal["turn", "dialogue"]]) 
 
     Cited as published: values only, no n or CI; a figure the table leaves empty stays None.
     """
-    from usersimcrs.core.crsarena_eval import canonical
-
     rows = []
     for half, evaluators in table.items():
         group = PUBLISHED_GROUPS.get(half, half.rsplit("_", 1)[-1].lower())
@@ -437,8 +457,21 @@ class AspectMetaEvalResult(BaseModel):
     resamples: int
     seed: int
     ci_method: str = CI_METHOD
+    left_out: list[LeftOut] = Field(default_factory=list, description="conversations without a rating, per input")
     output: str | None = None
     files: list[str] = Field(default_factory=list)
+    in_training: int | None = Field(
+        None, description="conversations of the input a given learned model was trained on (None: no model given)"
+    )
+    training_included: bool = Field(False, description="whether those conversations are in the figures")
+
+    def systems_only(self, group: str) -> dict[str, list[str]]:
+        """Per evaluator, the aspects whose within-CRS CI contains 0 (it ranks systems, not conversations)."""
+        out: dict[str, list[str]] = {}
+        for row in self.rows:
+            if row.group == group and ranks_systems_only(row):
+                out.setdefault(row.evaluator, []).append(row.aspect)
+        return out
 
     def table(self) -> pd.DataFrame:
         """The rows in meta_eval.csv's columns (one figure per row)."""
@@ -455,6 +488,8 @@ class AspectMetaEvalResult(BaseModel):
             text = "–" if row.value is None else f"{row.value:.3f}{'*' if row.best else ''}"
             if ci and row.value is not None and row.ci_low is not None and row.ci_high is not None:
                 text += f" [{row.ci_low:.2f}, {row.ci_high:.2f}]"
+            if ranks_systems_only(row):
+                text += " †"
             column = row.aspect if len(statistics) == 1 else f"{row.aspect} {SHORT.get(row.statistic, row.statistic)}"
             cells.setdefault(label, {})[column] = text
         columns = [a if len(statistics) == 1 else f"{a} {SHORT.get(s, s)}" for a in self.aspects for s in statistics]

@@ -23,8 +23,11 @@ from usersimcrs.core.crsarena_eval import (
     split_score_name,
     system_of,
     turn_index,
+    turn_score_name,
 )
 from usersimcrs.core.dialogue import AGENT, Dialogue
+from usersimcrs.judges.base import JudgmentRecord
+from usersimcrs.metrics.satisfaction import classify, load_classifier, on_scale
 
 DIALOGUE_TURN = -1
 GOLD_COLUMNS = ["conversation_id", "turn_ind", "aspect", "gold", "system", "group"]
@@ -107,7 +110,7 @@ def run_file_predictions(conversations: Iterable[RunFileConversation], aspects: 
     return pd.DataFrame(rows, columns=PRED_COLUMNS)
 
 
-def judgment_predictions(records: Iterable[dict[str, Any]], aspects: Sequence[str]) -> dict[str, pd.DataFrame]:
+def judgment_predictions(records: Iterable[JudgmentRecord], aspects: Sequence[str]) -> dict[str, pd.DataFrame]:
     """Predictions per judge (and model, when a judge ran with several) from judgment records.
 
     A record counts when its name (``understanding``, ``relevance@3``, aliases allowed) is one of
@@ -144,7 +147,7 @@ def judgment_predictions(records: Iterable[dict[str, Any]], aspects: Sequence[st
     return out
 
 
-def judgment_failures(records: Iterable[dict[str, Any]], aspects: Sequence[str]) -> dict[str, int]:
+def judgment_failures(records: Iterable[JudgmentRecord], aspects: Sequence[str]) -> dict[str, int]:
     """Judgments of `aspects` without a value, per judge (they pair with nothing)."""
     wanted = set(aspects)
     out: dict[str, int] = {}
@@ -200,6 +203,25 @@ number (1 = first), no dialogue score. Each is taken as it is: a negative correl
 as negative."""
 
 SATISFACTION = "DialogueKit satisfaction"
+CRS_IDENTITY = "CRS identity"
+"""The baseline that knows only which CRS spoke: a conversation's (turn's) prediction is the mean rating of
+the other conversations of its CRS (leave one conversation out), so it never sees its own rating."""
+
+
+def identity_predictions(gold: pd.DataFrame) -> pd.DataFrame:
+    """The CRS-identity baseline from the gold table (GOLD_COLUMNS): per (group, system, aspect), each
+    conversation gets the mean rating of the same CRS's other conversations (their turns, for a turn
+    aspect). A CRS with one rated conversation gives it no prediction."""
+    if gold.empty:
+        return pd.DataFrame(columns=PRED_COLUMNS)
+    keys = ["group", "system", "aspect"]
+    per_conversation = gold.groupby([*keys, "conversation_id"], as_index=False)["gold"].agg(["sum", "count"])
+    totals = per_conversation.groupby(keys)[["sum", "count"]].transform("sum")
+    rest = totals["count"] - per_conversation["count"]
+    per_conversation["pred"] = (totals["sum"] - per_conversation["sum"]) / rest.where(rest > 0)
+    table = gold.merge(per_conversation[[*keys, "conversation_id", "pred"]], on=[*keys, "conversation_id"])
+    table = table[table["pred"].notna()]
+    return table[PRED_COLUMNS].reset_index(drop=True)
 
 
 def surface_predictions(dialogues: Sequence[Dialogue], aspects: Sequence[str]) -> dict[str, pd.DataFrame]:
@@ -225,8 +247,6 @@ def satisfaction_predictions(dialogues: Sequence[Dialogue], aspects: Sequence[st
     """DialogueKit's satisfaction classifier (1-5; the anchor toolkit's metric): a dialogue gets its
     score on the whole text, an assistant turn its score on the conversation up to that turn. None
     when the classifier cannot be loaded; an answer outside 1-5 is left out (never shifted)."""
-    from usersimcrs.metrics.satisfaction import classify, load_classifier, on_scale
-
     classifier = load_classifier()
     if classifier is None:
         return None
@@ -252,12 +272,10 @@ def satisfaction_predictions(dialogues: Sequence[Dialogue], aspects: Sequence[st
     return pd.DataFrame(rows, columns=PRED_COLUMNS)
 
 
-def run_file_records(conversations: Iterable[RunFileConversation], judge: str) -> list[dict[str, Any]]:
+def run_file_records(conversations: Iterable[RunFileConversation], judge: str) -> list[JudgmentRecord]:
     """A run file as judgment records of `judge` (turn scores named ``<aspect>@<turn_ind>``), so outside
     predictions join every table judgments join. Only CRSArena-Eval aspects are kept."""
-    from usersimcrs.core.crsarena_eval import turn_score_name
-
-    records: list[dict[str, Any]] = []
+    records: list[JudgmentRecord] = []
     for conversation in conversations:
         for turn in conversation.turns:
             for name, value in turn.turn_level_pred.items():
@@ -271,7 +289,7 @@ def run_file_records(conversations: Iterable[RunFileConversation], judge: str) -
     return records
 
 
-def _record(conversation_id: str, judge: str, name: str, aspect_name: str, value: float) -> dict[str, Any]:
+def _record(conversation_id: str, judge: str, name: str, aspect_name: str, value: float) -> JudgmentRecord:
     spec = BY_NAME[aspect_name]
     return {
         "conversation_id": conversation_id,

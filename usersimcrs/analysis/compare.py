@@ -8,7 +8,7 @@ share the run seed, so conversation i of every cell plays the same simulated use
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
@@ -16,10 +16,13 @@ import numpy as np
 import pandas as pd
 
 from usersimcrs.analysis.judgments import judgments_table
+from usersimcrs.analysis.power import n_for_power
 from usersimcrs.analysis.ranking import MIN_CELL_N, agreement_matrix, rank_table, ranking_notes, simulator_agreement
+from usersimcrs.analysis.run_metrics import evaluate, stale_metrics, write_metrics
 from usersimcrs.analysis.significance import paired_test
 from usersimcrs.analysis.summary import describe
 from usersimcrs.core.matrix_folder import Cell, MatrixFolder
+from usersimcrs.core.run_folder import load_run
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.errors import DataError
 from usersimcrs.metrics.validity import is_set, subset_masks
@@ -36,6 +39,18 @@ HEADLINE_METRICS = [
 ]
 LOWER_IS_BETTER = {"turns", "user_turns", "utterances", "exchanges"}
 CELL_KEYS = ["dataset", "simulator", "crs"]
+POWER_COLUMNS = [
+    "dataset",
+    "simulator",
+    "metric",
+    "crs",
+    "next_crs",
+    "n_pairs",
+    "mean_difference",
+    "n_for_80_power",
+    "power_at_observed_n",
+    "power_notes",
+]
 
 
 def discover_cells(matrix_dir: str | Path) -> list[Cell]:
@@ -65,9 +80,6 @@ def combined_table(
     Metrics files are computed for a cell that has none yet. `resources`: the command's `SharedResources`
     (the cells' item file and the metrics' models loaded once).
     """
-    from usersimcrs.analysis.run_metrics import evaluate, stale_metrics, write_metrics
-    from usersimcrs.core.run_folder import load_run
-
     frames, curves = [], []
     for cell in cells:
         data = load_run(cell.run_dir, resources=resources)
@@ -112,6 +124,7 @@ class Comparison:
     agreement: pd.DataFrame
     significance: pd.DataFrame
     subset: str = "all"
+    power: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=POWER_COLUMNS))
 
     def agreement_matrices(self, column: str = "kendall_tau_b") -> dict[tuple[str, str], pd.DataFrame]:
         """(dataset, metric) -> simulator x simulator matrix of one agreement statistic (withheld pairs empty)."""
@@ -207,6 +220,7 @@ def compare(
     seed: int = 0,
     rbo_p: float = 0.9,
     min_n: int = MIN_CELL_N,
+    power_simulations: int = 2000,
 ) -> Comparison:
     """Means, ranks, simulator agreement and paired CRS tests for each dataset, simulator and metric.
 
@@ -214,7 +228,9 @@ def compare(
     it); "valid" leaves out the flagged ones too (a sensitivity check). Only cells present in `table`
     are listed. A cell with fewer than `min_n` values, or whose CI overlaps that of its neighbour in
     the ranking, carries a `note` instead of being ranked silently; simulator agreement is withheld
-    where it would rest on such cells (see `agreement_caveat`).
+    where it would rest on such cells (see `agreement_caveat`). With tests, `power` holds per simulator and
+    metric, for each CRS and the next in its ranking, the conversations per cell needed to see their observed
+    paired difference with 80% power (`analysis.power`).
     """
     if subset not in ("all", "valid"):
         raise ValueError(f"subset must be 'all' or 'valid', not {subset!r}")
@@ -227,7 +243,7 @@ def compare(
         if len(table)
         else pd.DataFrame(columns=["conversations", "crs_failures", "excluded"])
     )
-    means_rows, rank_rows, agreement_rows, test_rows = [], [], [], []
+    means_rows, rank_rows, agreement_rows, test_rows, power_rows = [], [], [], [], []
     for dataset, cells in existing.groupby("dataset"):
         part = data[data["dataset"] == dataset]
         for metric in metrics:
@@ -284,16 +300,12 @@ def compare(
                     )
                     agreement_rows.append(pair)
             for simulator, sim_part in part.groupby("simulator"):
-                test_rows.extend(
-                    _pairwise_tests(
-                        sim_part,
-                        metric,
-                        tests,
-                        n_resamples,
-                        seed,
-                        {"dataset": dataset, "simulator": simulator, "metric": metric},
-                    )
-                )
+                keys = {"dataset": dataset, "simulator": simulator, "metric": metric}
+                test_rows.extend(_pairwise_tests(sim_part, metric, tests, n_resamples, seed, keys))
+                if tests:
+                    order = stats[stats["simulator"] == simulator].dropna(subset=["mean"])
+                    ranked = list(order.sort_values("mean", ascending=not higher, kind="stable")["crs"])
+                    power_rows.extend(_adjacent_power(sim_part, metric, ranked, power_simulations, seed, keys))
     significance = pd.DataFrame(test_rows)
     if not significance.empty:
         significance["p_holm"] = np.nan
@@ -306,6 +318,7 @@ def compare(
         agreement=pd.DataFrame(agreement_rows, columns=AGREEMENT_COLUMNS),
         significance=significance,
         subset=subset,
+        power=pd.DataFrame(power_rows, columns=POWER_COLUMNS),
     )
 
 
@@ -350,12 +363,41 @@ def _pair_key(part: pd.DataFrame) -> pd.Series:
     return part["user_id"].astype(str)
 
 
+def _paired_wide(part: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Conversation key x CRS: the metric of conversation i under each CRS (the same simulated user)."""
+    values = part.assign(_key=_pair_key(part), _value=pd.to_numeric(part[metric], errors="coerce"))
+    return values.pivot_table(index="_key", columns="crs", values="_value", aggfunc="mean")
+
+
+def _adjacent_power(
+    part: pd.DataFrame, metric: str, ranked: list[str], simulations: int, seed: int, keys: dict
+) -> list[dict]:
+    """For each CRS and the next in `ranked` (best first): paired difference and conversations for 80% power."""
+    wide = _paired_wide(part, metric)
+    rows = []
+    for better, worse in zip(ranked, ranked[1:]):
+        diffs = (wide[better] - wide[worse]).dropna().to_numpy(dtype=float)
+        power = n_for_power(diffs, simulations=simulations, seed=seed)
+        rows.append(
+            {
+                **keys,
+                "crs": better,
+                "next_crs": worse,
+                "n_pairs": int(diffs.size),
+                "mean_difference": float(diffs.mean()) if diffs.size else np.nan,
+                "n_for_80_power": power.n_for_80_power,
+                "power_at_observed_n": power.power_at_observed_n,
+                "power_notes": power.power_notes or "",
+            }
+        )
+    return rows
+
+
 def _pairwise_tests(
     part: pd.DataFrame, metric: str, tests: Iterable[str], n_resamples: int, seed: int, keys: dict
 ) -> list[dict]:
     rows = []
-    values = part.assign(_key=_pair_key(part), _value=pd.to_numeric(part[metric], errors="coerce"))
-    wide = values.pivot_table(index="_key", columns="crs", values="_value", aggfunc="mean")
+    wide = _paired_wide(part, metric)
     for a, b in itertools.combinations(sorted(wide.columns), 2):
         both = wide[[a, b]].dropna()
         for test in tests:

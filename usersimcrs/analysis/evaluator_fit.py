@@ -1,13 +1,14 @@
 """Fitting the learned evaluator (scikit-learn) and estimating its agreement by cross-validation.
 
-Per turn aspect: a ridge regression over the standardised turn features and the TF-IDF weighted
-words of three text blocks, and gradient-boosted trees over the turn features; the ridge penalty
-and the blend of the two are chosen by a 5-fold cross-validation grouped by conversation (the
-pooled out-of-fold Pearson r of the official rule decides; Spearman breaks ties). Per dialogue
-aspect a turn-level proxy (a ridge predicting the conversation's rating from each turn's numeric
-features and user words), then a ridge over a compact set (aggregates of the turn models' and its
-proxy's out-of-fold predictions, whole-conversation counts, means of the reply features) blended
-with trees over every aggregate (stacking). The fitted numbers go into a plain-data `LearnedModel`.
+Per turn aspect a ridge regression over the standardised turn features and the TF-IDF weighted words
+of three text blocks; per dialogue aspect a ridge over the means of the turn models' out-of-fold
+predictions and, damped, the means of the turn features and the whole-conversation counts (stacking).
+Linear models only: gradient-boosted trees (the feature set v2 models) learned which CRS spoke and
+carried less to a CRS left out. Each ridge penalty is chosen by cross-validation grouped by CRS
+(leave-one-CRS-out over the training CRSs when there are three or more, else 5 folds grouped by
+conversation): the pooled out-of-fold Pearson r of the official rule decides, Spearman breaks ties.
+The figure that chooses is the one a CRS the model never saw gets; folds that share a CRS reward
+recognising the CRS. The fitted numbers go into a plain-data `LearnedModel`.
 
 `cross_validate` estimates how well this whole procedure (selection included) agrees with humans:
 each outer fold trains a model on the other folds and predicts its own conversations; grouping
@@ -26,7 +27,7 @@ from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 
-from usersimcrs.analysis.aspect_agreement import official
+from usersimcrs.analysis.aspect_agreement import Resamples, evaluator_rows, official
 from usersimcrs.core.crsarena_eval import (
     BY_NAME,
     DIALOGUE_ASPECTS,
@@ -35,15 +36,16 @@ from usersimcrs.core.crsarena_eval import (
     canonical,
     dataset_of,
     system_of,
+    turn_index,
 )
 from usersimcrs.core.dialogue import AGENT, Dialogue
 from usersimcrs.errors import DataError
 from usersimcrs.judges.learned.features import (
     EXTRA_FEATURES,
     FEATURES_VERSION,
-    PREDICTION_AGGREGATES,
     TEXT_BLOCKS,
     TURN_FEATURES,
+    Catalogue,
     ConversationFeatures,
     conversation_features,
     dialogue_feature_names,
@@ -54,6 +56,7 @@ from usersimcrs.judges.learned.model import (
     FORMAT_VERSION,
     MODEL_FORMAT,
     AspectModel,
+    CatalogueFacts,
     Evaluator,
     LearnedModel,
     Linear,
@@ -61,19 +64,11 @@ from usersimcrs.judges.learned.model import (
     TextBlock,
     TrainingFacts,
     Trees,
-    proxy_name,
 )
+from usersimcrs.version import __version__
 
 TURN_ALPHAS = (1.0, 3.0, 10.0, 30.0)
-DIALOGUE_ALPHAS = (10.0, 30.0, 100.0, 300.0, 1000.0)
-PROXY_ALPHAS = (10.0, 30.0, 100.0)
-PROXY_BLOCKS = tuple(b for b in TEXT_BLOCKS if b != "assistant")
-"""The proxies read the user's words, not the reply's: a reply's wording mostly says which CRS wrote it,
-and a dialogue rating learned from that would not carry over to another CRS."""
-BLENDS = (0.0, 0.25, 0.5, 0.75, 1.0)
-TREES = {"n_estimators": 80, "learning_rate": 0.075, "subsample": 0.8, "max_features": 0.3}
-TURN_TREE_DEPTH = 3
-DIALOGUE_TREE_DEPTH = 2
+DIALOGUE_ALPHAS = (3.0, 10.0, 30.0, 100.0)
 MIN_DF = 3
 TEXT_WEIGHTS = {"assistant": 1.5, "previous_user": 0.5, "next_user": 1.0}
 """How much each text block counts against the numeric features (the block's TF-IDF rows are scaled)."""
@@ -96,6 +91,8 @@ class TrainingSet:
     data_sha256: str
     source: str
     dialogues: list[Dialogue] = field(default_factory=list)
+    catalogue: Catalogue | None = None
+    corpus: list[str] = field(default_factory=list)
 
     def subset(self, conversations: np.ndarray) -> TrainingSet:
         """The training set restricted to conversations at the given positions (for cross-validation)."""
@@ -116,6 +113,8 @@ class TrainingSet:
             data_sha256=self.data_sha256,
             source=self.source,
             dialogues=[self.dialogues[i] for i in order] if self.dialogues else [],
+            catalogue=self.catalogue,
+            corpus=self.corpus,
         )
 
 
@@ -144,22 +143,24 @@ def data_hash(dialogues: Sequence[Dialogue]) -> str:
     return digest.hexdigest()
 
 
-def training_set(dialogues: Sequence[Dialogue], source: str) -> TrainingSet:
-    """The rated conversations of `dialogues` (those with at least one assistant turn) as a TrainingSet."""
+def training_set(
+    dialogues: Sequence[Dialogue], source: str, catalogue: Catalogue | None = None, corpus: Sequence[str] = ()
+) -> TrainingSet:
+    """The rated conversations of `dialogues` (those with at least one assistant turn) as a TrainingSet;
+    `catalogue`: the item catalogue of the recommended-items features; `corpus`: the files `source`
+    was converted from."""
     cues = load_cues()
     kept = [d for d in dialogues if any(u.participant == AGENT for u in d.utterances)]
     if len(kept) < MIN_CONVERSATIONS:
         raise DataError(
             f"{source}: {len(kept)} conversations with an assistant turn; training needs {MIN_CONVERSATIONS}"
         )
-    features = [conversation_features(d, cues) for d in kept]
+    features = [conversation_features(d, cues, catalogue) for d in kept]
     turn_gold: dict[str, list[float]] = {a: [] for a in TURN_ASPECTS}
     for d, f in zip(kept, features):
         by_turn = {}
         for i, u in enumerate(d.utterances):
             if u.participant == AGENT:
-                from usersimcrs.core.crsarena_eval import turn_index
-
                 by_turn[turn_index(i, u)] = u.metadata.get("reference")
         for turn in f.turn_inds:
             for a in TURN_ASPECTS:
@@ -186,6 +187,8 @@ def training_set(dialogues: Sequence[Dialogue], source: str) -> TrainingSet:
         data_sha256=data_hash(kept),
         source=source,
         dialogues=list(kept),
+        catalogue=catalogue,
+        corpus=list(corpus),
     )
 
 
@@ -254,12 +257,6 @@ def _ridge(alpha: float):
     return Ridge(alpha=alpha)
 
 
-def _trees(depth: int, seed: int):
-    from sklearn.ensemble import GradientBoostingRegressor
-
-    return GradientBoostingRegressor(max_depth=depth, random_state=seed, **TREES)
-
-
 def _score(pred: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
     ok = np.isfinite(gold)
     pearson, spearman = official(pred[ok], gold[ok])
@@ -278,17 +275,16 @@ class Selection:
     n: int
 
 
-def _select(linear_oof: dict[float, np.ndarray], tree_oof: np.ndarray | None, gold: np.ndarray) -> Selection:
-    best: tuple[tuple[float, float], float, float, np.ndarray] | None = None
-    for alpha, lin in linear_oof.items():
-        for blend in BLENDS if tree_oof is not None else (1.0,):
-            pred = lin if tree_oof is None else blend * lin + (1 - blend) * tree_oof
-            score = _score(pred, gold)
-            if best is None or score > best[0]:
-                best = (score, alpha, blend, pred)
+def _select(linear_oof: dict[float, np.ndarray], gold: np.ndarray) -> Selection:
+    """The penalty whose out-of-fold predictions agree best with `gold` (Pearson, then Spearman)."""
+    best: tuple[tuple[float, float], float, np.ndarray] | None = None
+    for alpha, pred in linear_oof.items():
+        score = _score(pred, gold)
+        if best is None or score > best[0]:
+            best = (score, alpha, pred)
     assert best is not None
-    (pearson, spearman), alpha, blend, pred = best
-    return Selection(alpha, blend, pearson, spearman, pred, int(np.isfinite(gold).sum()))
+    (pearson, spearman), alpha, pred = best
+    return Selection(alpha, 1.0, pearson, spearman, pred, int(np.isfinite(gold).sum()))
 
 
 def _folds(groups: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -302,16 +298,27 @@ def _folds(groups: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, 
     return [(np.flatnonzero(assigned != i), np.flatnonzero(assigned == i)) for i in range(k)]
 
 
-def _select_turns(data: TrainingSet, folds: int, seed: int) -> tuple[dict[str, Selection], dict[str, Selection]]:
-    """Inner cross-validation of every turn aspect's (alpha, blend) and of every dialogue aspect's turn-level
-    proxy (a ridge fitted to the conversation's rating on each of its turns; its alpha only). The
-    out-of-fold predictions of the chosen settings cover every turn (they feed the dialogue models)."""
+MIN_SELECTION_SYSTEMS = 3
+"""With this many training CRSs or more, hyper-parameters are chosen leaving one CRS out at a time."""
+
+
+def selection_groups(data: TrainingSet, folds: int) -> tuple[np.ndarray, int, str]:
+    """The groups the selection folds keep whole, per conversation, their number of folds and a description:
+    the CRSs (one left out at a time) when there are `MIN_SELECTION_SYSTEMS` or more, else conversations."""
+    systems = sorted(set(data.systems))
+    if len(systems) >= MIN_SELECTION_SYSTEMS:
+        index = {s: i for i, s in enumerate(systems)}
+        return np.asarray([index[s] for s in data.systems]), len(systems), "leave-one-CRS-out"
+    n = len(data.conversation_ids)
+    return np.arange(n), folds, f"{folds}-fold cross-validation grouped by conversation (fewer than 3 CRSs)"
+
+
+def _select_turns(data: TrainingSet, folds: int, seed: int) -> dict[str, Selection]:
+    """Inner cross-validation (grouped by CRS, see `selection_groups`) of every turn aspect's (alpha, blend)."""
     aspects = [a for a in TURN_ASPECTS if np.isfinite(data.turn_gold[a]).sum() >= 2]
-    proxy_gold = _proxy_gold(data)
     linear = {a: {alpha: np.full(len(data.hand), np.nan) for alpha in TURN_ALPHAS} for a in aspects}
-    proxies = {a: {alpha: np.full(len(data.hand), np.nan) for alpha in PROXY_ALPHAS} for a in proxy_gold}
-    trees = {a: np.full(len(data.hand), np.nan) for a in aspects}
-    for train, test in _folds(data.turn_conversation, folds, seed):
+    groups, k, _ = selection_groups(data, folds)
+    for train, test in _folds(groups[data.turn_conversation], k, seed):
         docs_train = {b: [data.docs[b][i] for i in train] for b in TEXT_BLOCKS}
         docs_test = {b: [data.docs[b][i] for i in test] for b in TEXT_BLOCKS}
         design = TurnDesign.fit(data.hand[train], docs_train)
@@ -321,47 +328,49 @@ def _select_turns(data: TrainingSet, folds: int, seed: int) -> tuple[dict[str, S
             ok = np.isfinite(y)
             for alpha in TURN_ALPHAS:
                 linear[a][alpha][test] = _ridge(alpha).fit(x_train[ok], y[ok]).predict(x_test)
-            trees[a][test] = _trees(TURN_TREE_DEPTH, seed).fit(data.hand[train][ok], y[ok]).predict(data.hand[test])
-        keep = design.columns(PROXY_BLOCKS)
-        p_train, p_test = x_train[:, keep], x_test[:, keep]
-        for a, gold in proxy_gold.items():
-            y = gold[train]
-            ok = np.isfinite(y)
-            for alpha in PROXY_ALPHAS:
-                proxies[a][alpha][test] = _ridge(alpha).fit(p_train[ok], y[ok]).predict(p_test)
-    turn = {a: _select(linear[a], trees[a], data.turn_gold[a]) for a in aspects}
-    return turn, {a: _select(proxies[a], None, gold) for a, gold in proxy_gold.items()}
-
-
-def _proxy_gold(data: TrainingSet) -> dict[str, np.ndarray]:
-    """Each dialogue aspect's rating repeated on every turn of its conversation (the proxies' targets)."""
-    return {
-        a: gold[data.turn_conversation]
-        for a, gold in data.dialogue_gold.items()
-        if np.isfinite(gold).sum() >= 2 and len(data.turn_conversation)
-    }
+    return {a: _select(linear[a], data.turn_gold[a]) for a in aspects}
 
 
 @dataclass(frozen=True)
 class DialogueInputs:
-    """The dialogue-matrix columns one dialogue aspect's linear part and trees read."""
+    """The dialogue-matrix columns a dialogue aspect's ridge reads: the means of the turn models'
+    predictions at full weight, and the means of the turn features with the whole-conversation extras
+    damped by `FEATURE_DAMPING` (a stronger penalty on them)."""
 
-    linear: np.ndarray
-    trees: np.ndarray
+    predictions: np.ndarray
+    features: np.ndarray
+
+    def design(self, scaled: np.ndarray) -> np.ndarray:
+        """The ridge's inputs from the standardised dialogue matrix."""
+        return np.hstack([scaled[:, self.predictions], FEATURE_DAMPING * scaled[:, self.features]])
+
+    def coefficients(self, coef: np.ndarray, width: int) -> np.ndarray:
+        """The ridge's coefficients as coefficients of the standardised dialogue matrix (`width` columns)."""
+        out = np.zeros(width)
+        out[self.predictions] = coef[: len(self.predictions)]
+        out[self.features] = FEATURE_DAMPING * coef[len(self.predictions) :]
+        return out
 
 
-def dialogue_columns(aspect: str, turn_aspects: Sequence[str], proxy_aspects: Sequence[str]) -> DialogueInputs:
-    """The columns a dialogue aspect's model reads, never the other aspects' proxies. The trees read
-    every other column; the linear part a compact set: the aggregates of the turn predictions (turn
-    aspects and its own proxy), the extras and the means of the reply features (`mean_a_*`, shares of
-    replies that name titles, ask, apologise, repeat...). Ridge over all 300-odd aggregates for 267
-    conversations over-fitted: the compact set is ahead in nested cross-validation and as good when a
-    CRS is left out."""
-    names = dialogue_feature_names([*turn_aspects, *map(proxy_name, proxy_aspects)])
-    others = {f"{agg}_pred_{proxy_name(a)}" for a in proxy_aspects if a != aspect for agg in PREDICTION_AGGREGATES}
-    trees = [i for i, name in enumerate(names) if name not in others]
-    linear = [i for i in trees if "_pred_" in names[i] or names[i] in EXTRA_FEATURES or names[i].startswith("mean_a_")]
-    return DialogueInputs(linear=np.asarray(linear, dtype=np.int64), trees=np.asarray(trees, dtype=np.int64))
+FEATURE_DAMPING = 0.35
+"""How much the turn-feature means and extras count beside the mean turn predictions in a dialogue model.
+Chosen once among 0.1, 0.2, 0.35 and 1, by leaving one CRS out on the ReDial half (docs/meta-evaluation.md):
+at full weight they learned which CRS spoke and ranked the conversations of an unseen CRS worse."""
+
+
+def dialogue_columns(turn_aspects: Sequence[str]) -> DialogueInputs:
+    """The columns of the dialogue matrix a dialogue aspect's ridge reads: the mean of each turn model's
+    predictions (the turns' relevance and interestingness carry to another CRS best), the means of the turn
+    features (shares of replies that name titles, answer the requested genre, ask, repeat...; the user's
+    reactions) and the whole-conversation extras. Not the other aggregates (min, max, first, last) and no
+    trees: over 267 conversations those learned which CRS spoke."""
+    names = dialogue_feature_names(turn_aspects)
+    predictions = {f"mean_pred_{a}" for a in turn_aspects}
+    keep = {f"mean_{f}" for f in TURN_FEATURES} | set(EXTRA_FEATURES)
+    return DialogueInputs(
+        predictions=np.asarray([i for i, name in enumerate(names) if name in predictions], dtype=np.int64),
+        features=np.asarray([i for i, name in enumerate(names) if name in keep], dtype=np.int64),
+    )
 
 
 def _dialogue_matrix(data: TrainingSet, turn_predictions: np.ndarray) -> np.ndarray:
@@ -369,25 +378,22 @@ def _dialogue_matrix(data: TrainingSet, turn_predictions: np.ndarray) -> np.ndar
 
 
 def _select_dialogues(
-    x: np.ndarray, data: TrainingSet, columns: dict[str, DialogueInputs], folds: int, seed: int
+    x: np.ndarray, data: TrainingSet, cols: DialogueInputs, folds: int, seed: int
 ) -> dict[str, Selection]:
     from sklearn.preprocessing import StandardScaler
 
     aspects = [a for a in DIALOGUE_ASPECTS if np.isfinite(data.dialogue_gold[a]).sum() >= 2]
     linear = {a: {alpha: np.full(len(x), np.nan) for alpha in DIALOGUE_ALPHAS} for a in aspects}
-    trees = {a: np.full(len(x), np.nan) for a in aspects}
-    for train, test in _folds(np.arange(len(x)), folds, seed):
+    groups, k, _ = selection_groups(data, folds)
+    for train, test in _folds(groups, k, seed):
         scaler = StandardScaler().fit(x[train])
-        s_train, s_test = scaler.transform(x[train]), scaler.transform(x[test])
+        s_train, s_test = cols.design(scaler.transform(x[train])), cols.design(scaler.transform(x[test]))
         for a in aspects:
             y = data.dialogue_gold[a][train]
             ok = np.isfinite(y)
-            cols, tree_cols = columns[a].linear, columns[a].trees
             for alpha in DIALOGUE_ALPHAS:
-                linear[a][alpha][test] = _ridge(alpha).fit(s_train[ok][:, cols], y[ok]).predict(s_test[:, cols])
-            tree = _trees(DIALOGUE_TREE_DEPTH, seed).fit(x[train][ok][:, tree_cols], y[ok])
-            trees[a][test] = tree.predict(x[test][:, tree_cols])
-    return {a: _select(linear[a], trees[a], data.dialogue_gold[a]) for a in aspects}
+                linear[a][alpha][test] = _ridge(alpha).fit(s_train[ok], y[ok]).predict(s_test)
+    return {a: _select(linear[a], data.dialogue_gold[a]) for a in aspects}
 
 
 def _export_trees(model: Any, columns: np.ndarray | None = None) -> Trees:
@@ -418,8 +424,6 @@ def _standardizer(scaler: Any) -> Standardizer:
 def _versions() -> dict[str, str]:
     import scipy
     import sklearn
-
-    from usersimcrs.version import __version__
 
     return {
         "usersimcrs": __version__,
@@ -453,18 +457,16 @@ def fit(data: TrainingSet, *, folds: int = 5, seed: int = 0) -> LearnedModel:
     # one BLAS thread: the small dense solves here run several times slower when threads contend for cores
     with warnings.catch_warnings(), threadpool_limits(1):
         warnings.simplefilter("ignore")
-        turn_selection, proxy_selection = _select_turns(data, folds, seed)
-        turn_aspects, proxy_aspects = list(turn_selection), list(proxy_selection)
+        turn_selection = _select_turns(data, folds, seed)
+        turn_aspects = list(turn_selection)
         oof = (
-            np.column_stack(
-                [turn_selection[a].oof for a in turn_aspects] + [proxy_selection[a].oof for a in proxy_aspects]
-            )
-            if turn_aspects or proxy_aspects
+            np.column_stack([turn_selection[a].oof for a in turn_aspects])
+            if turn_aspects
             else np.zeros((len(data.hand), 0))
         )
         x_dialogue = _dialogue_matrix(data, oof)
-        columns = {a: dialogue_columns(a, turn_aspects, proxy_aspects) for a in DIALOGUE_ASPECTS}
-        dialogue_selection = _select_dialogues(x_dialogue, data, columns, folds, seed)
+        cols = dialogue_columns(turn_aspects)
+        dialogue_selection = _select_dialogues(x_dialogue, data, cols, folds, seed)
 
         design = TurnDesign.fit(data.hand, data.docs)
         x_turn = design.matrix(data.hand, data.docs)
@@ -493,34 +495,20 @@ def fit(data: TrainingSet, *, folds: int = 5, seed: int = 0) -> LearnedModel:
         for a, sel in turn_selection.items():
             y = data.turn_gold[a]
             ok = np.isfinite(y)
-            tree = _trees(TURN_TREE_DEPTH, seed).fit(data.hand[ok], y[ok])
-            aspects.append(_aspect(a, turn_linear(y, sel.alpha), tree, sel))
-        proxy_gold = _proxy_gold(data)
-        proxies = [
-            AspectModel(
-                name=a,
-                level="turn",
-                low=BY_NAME[a].low,
-                high=BY_NAME[a].high,
-                linear=turn_linear(proxy_gold[a], sel.alpha, PROXY_BLOCKS),
-                blend=1.0,
-            )
-            for a, sel in proxy_selection.items()
-        ]
+            aspects.append(_aspect(a, turn_linear(y, sel.alpha), sel))
         dialogue_scaler = StandardScaler().fit(x_dialogue)
-        scaled = dialogue_scaler.transform(x_dialogue)
+        design_dialogue = cols.design(dialogue_scaler.transform(x_dialogue))
         for a, sel in dialogue_selection.items():
             y = data.dialogue_gold[a]
             ok = np.isfinite(y)
-            cols, tree_cols = columns[a].linear, columns[a].trees
-            ridge = _ridge(sel.alpha).fit(scaled[ok][:, cols], y[ok])
-            tree = _trees(DIALOGUE_TREE_DEPTH, seed).fit(x_dialogue[ok][:, tree_cols], y[ok])
-            coef = np.zeros(x_dialogue.shape[1])
-            coef[cols] = ridge.coef_
+            ridge = _ridge(sel.alpha).fit(design_dialogue[ok], y[ok])
+            coef = cols.coefficients(ridge.coef_, x_dialogue.shape[1])
             linear = Linear(intercept=float(ridge.intercept_), features=coef.tolist())
-            aspects.append(_aspect(a, linear, tree, sel, tree_cols))
+            aspects.append(_aspect(a, linear, sel))
 
     selections = {**turn_selection, **dialogue_selection}
+    _, n_folds, grouping = selection_groups(data, folds)
+    salt = hashlib.sha256(f"usersimcrs-ids:{data.data_sha256}:{seed}".encode()).hexdigest()[:16]
     model = LearnedModel(
         format=MODEL_FORMAT,
         format_version=FORMAT_VERSION,
@@ -538,42 +526,93 @@ def fit(data: TrainingSet, *, folds: int = 5, seed: int = 0) -> LearnedModel:
             datasets=sorted(set(data.datasets)),
             unknown_word_share=0.0,
             ranges=_ranges(data),
+            id_salt=salt,
+            conversation_hashes=sorted(
+                hashlib.sha256((salt + cid).encode("utf-8")).hexdigest() for cid in data.conversation_ids
+            ),
+            corpus=list(data.corpus),
         ),
+        catalogue=None
+        if data.catalogue is None
+        else CatalogueFacts(path=data.catalogue.path, sha256=data.catalogue.sha256, items=data.catalogue.size),
         cv={
-            "kind": f"{folds}-fold cross-validation grouped by conversation, the one that chose the hyper-parameters "
-            "(slightly optimistic; `usersimcrs evaluator cv` gives the nested estimate)",
-            "folds": folds,
+            "kind": f"{grouping}, the cross-validation that chose the hyper-parameters (optimistic: it picked the "
+            "winner; `usersimcrs evaluator cv` gives the nested estimate)",
+            "grouping": grouping,
+            "folds": n_folds,
             "seed": seed,
-            "aspects": {a: {"pearson": s.pearson, "spearman": s.spearman, "n": s.n} for a, s in selections.items()},
+            "aspects": _selection_figures(data, turn_selection, dialogue_selection, seed),
         },
         hyper_parameters={
             a: {
                 "alpha": s.alpha,
                 "blend": s.blend,
-                "trees": {**TREES, "max_depth": TURN_TREE_DEPTH if BY_NAME[a].level == "turn" else DIALOGUE_TREE_DEPTH},
-                **({"text_weights": TEXT_WEIGHTS, "min_df": MIN_DF} if BY_NAME[a].level == "turn" else {}),
+                **(
+                    {"text_weights": TEXT_WEIGHTS, "min_df": MIN_DF}
+                    if BY_NAME[a].level == "turn"
+                    else {
+                        "reads": "mean turn predictions; means of the turn features and the whole-conversation "
+                        f"counts damped by {FEATURE_DAMPING:g}"
+                    }
+                ),
             }
             for a, s in selections.items()
-        }
-        | {
-            f"{proxy_name(a)}": {"alpha": s.alpha, "target": f"{a} of the conversation, on each of its turns"}
-            for a, s in proxy_selection.items()
         },
         turn_features=list(TURN_FEATURES),
-        dialogue_features=dialogue_feature_names([*turn_aspects, *map(proxy_name, proxy_aspects)]),
+        dialogue_features=dialogue_feature_names(turn_aspects),
         turn_scaler=_standardizer(design.scaler),
         dialogue_scaler=_standardizer(dialogue_scaler),
         text_blocks=blocks,
         aspects=aspects,
-        proxies=proxies,
     )
     model.training.unknown_word_share = _unknown_share(model, data)
     return model
 
 
-def _aspect(
-    name: str, linear: Linear, tree: Any, selection: Selection, columns: np.ndarray | None = None
-) -> AspectModel:
+CV_RESAMPLES = 300
+"""Bootstrap resamples of the CIs a model records for its selection figures."""
+
+
+def _selection_figures(
+    data: TrainingSet, turns: dict[str, Selection], dialogues: dict[str, Selection], seed: int
+) -> dict[str, dict[str, Any]]:
+    """Per aspect, the chosen settings' out-of-fold agreement: pooled Pearson and Spearman, the within-CRS
+    Pearson (n-weighted mean over CRSs) and their 95% CIs (conversations resampled within each CRS)."""
+    import pandas as pd
+
+    systems = pd.Series(data.systems, index=data.conversation_ids)
+    draws = Resamples(systems, CV_RESAMPLES, seed)
+    out: dict[str, dict[str, Any]] = {}
+    for name, selection, conversation in [
+        *((a, s, data.turn_conversation) for a, s in turns.items()),
+        *((a, s, np.arange(len(data.conversation_ids))) for a, s in dialogues.items()),
+    ]:
+        gold = data.turn_gold[name] if name in turns else data.dialogue_gold[name]
+        ok = np.isfinite(gold)
+        pairs = pd.DataFrame(
+            {
+                "conversation_id": [data.conversation_ids[i] for i in conversation[ok]],
+                "system": [data.systems[i] for i in conversation[ok]],
+                "pred": selection.oof[ok],
+                "gold": gold[ok],
+            }
+        )
+        rows = {
+            r.statistic: r for r in evaluator_rows(name, "computed", "all", name, BY_NAME[name].level, pairs, draws)
+        }
+        out[name] = {"n": selection.n, "pearson": selection.pearson, "spearman": selection.spearman}
+        for statistic in ("pearson", "within_pearson"):
+            row = rows[statistic]
+            out[name].update(
+                {
+                    **({statistic: row.value} if statistic != "pearson" else {}),
+                    f"{statistic}_ci": [row.ci_low, row.ci_high] if row.ci_low is not None else None,
+                }
+            )
+    return out
+
+
+def _aspect(name: str, linear: Linear, selection: Selection) -> AspectModel:
     spec = BY_NAME[name]
     return AspectModel(
         name=name,
@@ -581,8 +620,7 @@ def _aspect(
         low=spec.low,
         high=spec.high,
         linear=linear,
-        trees=_export_trees(tree, columns),
-        blend=selection.blend,
+        blend=1.0,
     )
 
 
@@ -620,7 +658,8 @@ def cross_validate(
     for k, test in enumerate(outer):
         train = np.setdiff1d(np.arange(n), test)
         model = fit(data.subset(train), folds=folds, seed=seed)
-        predictions += Evaluator(model).predict([data.dialogues[i] for i in test])
+        # the test fold's features read the same catalogue as the training folds' (else they are 0 there)
+        predictions += Evaluator(model, catalogue=data.catalogue).predict([data.dialogues[i] for i in test])
         if on_fold is not None:
             on_fold(k + 1, len(outer))
     order = {cid: i for i, cid in enumerate(data.conversation_ids)}

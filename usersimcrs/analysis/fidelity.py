@@ -12,6 +12,12 @@ samples of 25 from one distribution is typically 0.1-0.3).
 
 A discriminator (logistic regression on the numeric features, stratified k-fold, seeded) tries to
 tell simulated from human conversations: ROC AUC 0.5 means it cannot, 1 means it always can.
+
+Context baselines: the same distances and discriminator between two *human* populations that differ
+only in context (ReDial vs INSPIRED seekers; people who talked to a human recommender vs people who
+talked to CRSs). A feature on which the simulated users are further from humans than such human
+populations are from each other says something about the user; one on which they are not may be
+about the partner or the setting (`context_readings`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from usersimcrs.analysis.left_out import LeftOut
 from usersimcrs.analysis.two_sample import ks_statistic as two_sample_ks
 from usersimcrs.analysis.two_sample import roc_auc
 from usersimcrs.core.dialogue import USER, Dialogue
@@ -232,7 +239,7 @@ def js_divergence(a: Counter[str], b: Counter[str]) -> float | None:
 
 
 def _two_sample_ci(
-    statistic, a: Sequence, b: Sequence, *, resamples: int, seed: int
+    statistic, a: Sequence | np.ndarray, b: Sequence | np.ndarray, *, resamples: int, seed: int
 ) -> tuple[float | None, float | None]:
     """Percentile CI (95%) of statistic(a*, b*) with each side resampled independently (seeded)."""
     if resamples <= 0 or len(a) < 2 or len(b) < 2:
@@ -240,8 +247,10 @@ def _two_sample_ci(
     rng = np.random.default_rng(seed)
     draws = []
     for _ in range(resamples):
-        sa = [a[i] for i in rng.integers(0, len(a), size=len(a))]
-        sb = [b[i] for i in rng.integers(0, len(b), size=len(b))]
+        ia, ib = rng.integers(0, len(a), size=len(a)), rng.integers(0, len(b), size=len(b))
+        # numeric samples arrive as arrays (one fancy index, same draws as the list path)
+        sa = a[ia] if isinstance(a, np.ndarray) else [a[i] for i in ia]
+        sb = b[ib] if isinstance(b, np.ndarray) else [b[i] for i in ib]
         value = statistic(sa, sb)
         if value is not None:
             draws.append(value)
@@ -277,9 +286,9 @@ def feature_distances(
                 )
                 continue
             low, high = _two_sample_ci(
-                lambda x, y, fn=fn: fn(np.asarray(x), np.asarray(y)),
-                list(a),
-                list(b),
+                fn,
+                a,
+                b,
                 resamples=resamples,
                 seed=seed + 10 * j + k,
             )
@@ -416,6 +425,105 @@ FEATURES_CSV = "fidelity_features.csv"
 HUMAN = "human"
 
 
+CONTEXT = "context: "
+ABOUT_USER = "about the user"
+ABOUT_PARTNER = "may be about the partner"
+NOT_CHECKED = "not checked"
+
+
+def context_baseline(
+    a_name: str, a: pd.DataFrame, b_name: str, b: pd.DataFrame, *, why: str, seed: int = 0, resamples: int = 1000
+) -> list[FidelityRow]:
+    """Feature distances and the discriminator AUC between two human populations (a as 'simulated', b as 'human').
+
+    Rows are named ``context: A vs B`` and the AUC's note says what the populations differ in (`why`).
+    """
+    name = f"{CONTEXT}{a_name} vs {b_name}"
+    rows = feature_distances(name, a, b, resamples=resamples, seed=seed)
+    auc = discriminator_auc(name, a, b, seed=seed, resamples=resamples)
+    auc.note = f"context baseline: {why}" + (f"; {auc.note}" if auc.note else "")
+    return [*rows, auc]
+
+
+class FeatureReading(BaseModel):
+    """Whether one feature's distance from humans is about the simulated user or may be about the partner."""
+
+    simulator: str
+    feature: str
+    simulated_ks: float | None
+    context_ks: float | None = Field(description="the largest KS between two human populations of the baselines")
+    context: str | None = Field(None, description="the baseline that gave context_ks")
+    reading: str
+
+
+def context_readings(rows: Sequence[FidelityRow], baselines: Sequence[FidelityRow]) -> list[FeatureReading]:
+    """Per simulator and feature: about the user when even the KS's lower CI bound exceeds every context baseline's
+    KS (human populations in different settings agree more closely than this); else it may be about the partner."""
+    context: dict[str, tuple[float, str]] = {}
+    for row in baselines:
+        if row.statistic == "ks" and row.value is not None:
+            best = context.get(row.feature)
+            if best is None or row.value > best[0]:
+                context[row.feature] = (row.value, row.simulator.removeprefix(CONTEXT))
+    out = []
+    for row in rows:
+        if row.statistic != "ks":
+            continue
+        ctx_value, ctx_name = context.get(row.feature, (None, None))
+        if row.value is None or ctx_value is None:
+            reading = NOT_CHECKED
+        else:
+            low = row.ci_low if row.ci_low is not None else row.value
+            reading = ABOUT_USER if low > ctx_value else ABOUT_PARTNER
+        out.append(
+            FeatureReading(
+                simulator=row.simulator,
+                feature=row.feature,
+                simulated_ks=row.value,
+                context_ks=ctx_value,
+                context=ctx_name,
+                reading=reading,
+            )
+        )
+    return out
+
+
+def readings_text(readings: Sequence[FeatureReading], simulator: str) -> list[str]:
+    """Lines that say which differences are about the user and which may be about the partner."""
+    mine = [r for r in readings if r.simulator == simulator]
+    lines = []
+    user = [f"{r.feature} (KS {r.simulated_ks:.2f} > {r.context_ks:.2f})" for r in mine if r.reading == ABOUT_USER]
+    partner = [
+        f"{r.feature} (KS {r.simulated_ks:.2f}, context {r.context_ks:.2f})" for r in mine if r.reading == ABOUT_PARTNER
+    ]
+    if user:
+        lines.append(
+            f"{simulator}: about the user (further from humans than human populations in different settings are "
+            f"from each other): {', '.join(user)}"
+        )
+    if partner:
+        lines.append(
+            f"{simulator}: may be about the partner or setting (human populations that differ only in context are "
+            f"as far apart): {', '.join(partner)}"
+        )
+    return lines
+
+
+def baseline_verdict(baselines: Sequence[FidelityRow]) -> str:
+    """The context baselines' AUCs on one line, to read beside a simulator's AUC."""
+    parts = []
+    for row in baselines:
+        if row.statistic != "discriminator_auc":
+            continue
+        label = row.simulator.removeprefix(CONTEXT)
+        if row.value is None:
+            parts.append(f"{label}: not run ({row.note})")
+            continue
+        ci = f" [{row.ci_low:.3f}, {row.ci_high:.3f}]" if row.ci_low is not None and row.ci_high is not None else ""
+        parts.append(f"{label}: AUC {row.value:.3f}{ci} (n {row.n_simulated} / {row.n_human})")
+    return "context baseline (the same discriminator on two human populations): " + "; ".join(parts) if parts else ""
+
+
 class FidelityResult(BaseModel):
     """Every distance and discriminator AUC, per simulated run, with the settings that produced them."""
 
@@ -427,8 +535,21 @@ class FidelityResult(BaseModel):
     resamples: int
     seed: int
     ci_method: str = "percentile bootstrap, 95%, each side resampled"
+    baselines: list[FidelityRow] = Field(
+        default_factory=list, description="context baselines: the same figures between two human populations"
+    )
+    readings: list[FeatureReading] = Field(default_factory=list)
+    reference: str | None = Field(None, description="the human reference file read (bundled by default)")
+    human_holdout: float = 0.0
+    left_out: list[LeftOut] = Field(default_factory=list, description="conversations not compared, and why")
     output: str | None = None
     files: list[str] = Field(default_factory=list)
 
     def table(self) -> pd.DataFrame:
-        return pd.DataFrame([r.model_dump() for r in self.rows], columns=[*CSV_COLUMNS, "note"])
+        """Simulator rows, then the context baselines; `reading` on each simulator KS row."""
+        reading = {(r.simulator, r.feature): r.reading for r in self.readings}
+        records = [
+            {**r.model_dump(), "reading": reading.get((r.simulator, r.feature)) if r.statistic == "ks" else None}
+            for r in [*self.rows, *self.baselines]
+        ]
+        return pd.DataFrame(records, columns=[*CSV_COLUMNS, "note", "reading"])

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import pandas as pd
 
 from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.core.validation import validate
 from usersimcrs.errors import DataError
-from usersimcrs.judges.base import Judgment
+from usersimcrs.judges.base import Judgment, JudgmentRecord
 
 JUDGMENT_COLUMNS = ["conversation_id", "judge", "name", "value", "scale", "status", "model", "rationale"]
 
@@ -28,7 +28,7 @@ def read_judgments(path: str | Path) -> list[Judgment]:
     return out
 
 
-def judgments_table(records: Iterable[Judgment | dict[str, Any]]) -> pd.DataFrame:
+def judgments_table(records: Iterable[Judgment | JudgmentRecord]) -> pd.DataFrame:
     """A table with the common columns first (value as float, None -> NaN) and a `repeat` column."""
     rows = []
     for record in records:

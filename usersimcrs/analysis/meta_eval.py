@@ -30,11 +30,22 @@ from usersimcrs.analysis.agreement import (
     spearman,
 )
 from usersimcrs.analysis.battles import DEFAULT_ALPHA, Battle, BattleRanking, bradley_terry
+from usersimcrs.analysis.left_out import LeftOut
 from usersimcrs.analysis.two_sample import roc_auc
 
 Level = Literal["conversation", "system"]
 SMALL_N = 30
-CHANCE = {"auc": 0.5, "pairwise_accuracy": 0.5, "spearman": 0.0, "kendall_tau_b": 0.0, "qwk": 0.0}
+CHANCE = {
+    "auc": 0.5,
+    "within_auc": 0.5,
+    "pairwise_accuracy": 0.5,
+    "spearman": 0.0,
+    "within_spearman": 0.0,
+    "kendall_tau_b": 0.0,
+    "qwk": 0.0,
+}
+MIN_WITHIN = 3
+"""A system needs this many conversations (and both sides varying) to count in a within-system figure."""
 CI_METHOD = "percentile bootstrap, 95%"
 
 
@@ -146,6 +157,48 @@ def _correlation(fn: Callable) -> Callable[[np.ndarray, np.ndarray], float | Non
     return lambda a, b: _finite(fn(list(a), list(b)))
 
 
+def within_systems(
+    fn: Callable[[np.ndarray, np.ndarray], float | None], x: np.ndarray, y: np.ndarray, systems: np.ndarray
+) -> tuple[float | None, int]:
+    """The statistic inside each system, averaged over systems weighted by their conversations; a system
+    with fewer than `MIN_WITHIN` conversations or where it is undefined (one class, constant) is skipped.
+    Returns the mean and how many conversations it rests on."""
+    total, weight = 0.0, 0
+    for system in sorted(set(systems.tolist())):
+        part = systems == system
+        if part.sum() < MIN_WITHIN:
+            continue
+        value = fn(x[part], y[part])
+        if value is not None and np.isfinite(value):
+            total += value * int(part.sum())
+            weight += int(part.sum())
+    return (total / weight if weight else None), weight
+
+
+def _within_bootstrap(
+    fn: Callable[[np.ndarray, np.ndarray], float | None],
+    x: np.ndarray,
+    y: np.ndarray,
+    systems: np.ndarray,
+    *,
+    resamples: int,
+    seed: int,
+) -> tuple[float | None, float | None]:
+    """Percentile CI of `within_systems`, conversations resampled inside each system (seeded)."""
+    if resamples <= 0:
+        return None, None
+    rng = np.random.default_rng(seed)
+    members = [np.flatnonzero(systems == s) for s in sorted(set(systems.tolist()))]
+    draws = []
+    for _ in range(resamples):
+        idx = np.concatenate([rng.choice(m, size=m.size, replace=True) for m in members])
+        draws.append(within_systems(fn, x[idx], y[idx], systems[idx])[0])
+    return _percentile_ci(draws)
+
+
+NO_WITHIN = "knows only the system: no within-system figure"
+
+
 def conversation_stats(
     name: str,
     scores: Sequence[float | None],
@@ -153,15 +206,22 @@ def conversation_stats(
     *,
     resamples: int = 1000,
     seed: int = 0,
+    systems: Sequence[str] | None = None,
+    within: bool = True,
 ) -> list[StatRow]:
-    """AUC (binary reference) or Spearman, Kendall tau-b and QWK (ordinal) with bootstrap CIs."""
+    """AUC (binary reference) or Spearman, Kendall tau-b and QWK (ordinal) with bootstrap CIs. With
+    `systems` (one per conversation), also the within-system AUC (binary) or Spearman (ordinal):
+    the figure inside each system, n-weighted (see `within_systems`); `within=False` leaves it empty
+    (a score that knows only the system)."""
+    labels = list(systems) if systems is not None else [""] * len(scores)
     pairs = [
-        (float(s), float(r))
-        for s, r in zip(scores, reference, strict=True)
+        (float(s), float(r), str(g))
+        for s, r, g in zip(scores, reference, labels, strict=True)
         if s is not None and r is not None and np.isfinite(s) and np.isfinite(r)
     ]
     x = np.asarray([p[0] for p in pairs], dtype=float)
     y = np.asarray([p[1] for p in pairs], dtype=float)
+    groups = np.asarray([p[2] for p in pairs], dtype=object)
     n = int(x.size)
     kind = label_kind(y.tolist())
     statistics: dict[str, Callable[[np.ndarray, np.ndarray], float | None]]
@@ -180,19 +240,49 @@ def conversation_stats(
         note = None
         if value is None:
             note = "needs both classes in the reference" if kind == "binary" else "needs two pairs with varying values"
-        rows.append(
-            StatRow(
-                score=name,
-                level="conversation",
-                statistic=statistic,
-                value=value,
-                ci_low=low,
-                ci_high=high,
-                n=n,
-                note=note,
-            )
+        rows.append(_conversation_row(name, statistic, value, low, high, n, note))
+    if systems is not None:
+        statistic, fn = (
+            ("within_auc", statistics["auc"]) if kind == "binary" else ("within_spearman", statistics["spearman"])
         )
+        if within and n >= 2:
+            value, used = within_systems(fn, x, y, groups)
+            low, high = (
+                _within_bootstrap(fn, x, y, groups, resamples=resamples, seed=seed + 7)
+                if value is not None
+                else (None, None)
+            )
+            note = None if value is not None else f"no system with {MIN_WITHIN}+ conversations and both sides varying"
+        else:
+            value, used, low, high = None, 0, None, None
+            note = NO_WITHIN if not within else "needs two pairs"
+        rows.append(_conversation_row(name, statistic, value, low, high, used, note))
     return rows
+
+
+def _conversation_row(
+    score: str,
+    statistic: str,
+    value: float | None,
+    low: float | None,
+    high: float | None,
+    n: int,
+    note: str | None,
+) -> StatRow:
+    return StatRow(
+        score=score, level="conversation", statistic=statistic, value=value, ci_low=low, ci_high=high, n=n, note=note
+    )
+
+
+def ranks_systems_only(row: StatRow) -> bool:
+    """A within-system figure whose CI contains its chance value: agreement from telling systems apart."""
+    return (
+        row.statistic.startswith("within_")
+        and row.value is not None
+        and row.ci_low is not None
+        and row.ci_high is not None
+        and row.ci_low <= CHANCE[row.statistic] <= row.ci_high
+    )
 
 
 def system_means(table: pd.DataFrame, column: str) -> dict[str, float]:
@@ -309,8 +399,8 @@ class MetaEvalResult(BaseModel):
 
     path: str
     scores: list[str]
-    reference_key: str
-    reference_kind: Literal["binary", "ordinal"]
+    reference_key: str | None = Field(description="None: no per-conversation reference, system level only (votes)")
+    reference_kind: Literal["binary", "ordinal"] | None
     human_source: Literal["votes", "labels"]
     n_conversations: int
     n_labelled: int
@@ -321,8 +411,21 @@ class MetaEvalResult(BaseModel):
     resamples: int
     seed: int
     ci_method: str = CI_METHOD
+    left_out: list[LeftOut] = Field(default_factory=list, description="conversations not evaluated, and why")
     output: str | None = None
     files: list[str] = Field(default_factory=list)
+
+    def reference_line(self) -> str:
+        """What the conversation level compared with, in one line (the console's and the report's)."""
+        if self.reference_key is None:
+            return (
+                f"no per-conversation reference on the {self.n_conversations} conversations: conversation level "
+                "not checked, system level against the votes only"
+            )
+        return (
+            f"reference '{self.reference_key}' ({self.reference_kind}) on {self.n_labelled} of "
+            f"{self.n_conversations} conversations"
+        )
 
     def table(self) -> pd.DataFrame:
         """The rows in meta_eval.csv's columns."""

@@ -15,10 +15,14 @@ import numpy as np
 import pandas as pd
 
 from usersimcrs.analysis.agreement import agreement_summary, krippendorff_alpha, randolph_kappa
+from usersimcrs.analysis.anchor_judgments import read_anchor_judgments
+from usersimcrs.analysis.aspect_tables import run_file_records
 from usersimcrs.analysis.factors import inter_factor_matrix, mean_abs_off_diagonal
 from usersimcrs.analysis.judgments import judgments_table
+from usersimcrs.core.crsarena_eval import looks_like_run_file, parse_run_file
 from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.errors import DataError
+from usersimcrs.judges.base import JudgmentRecord
 
 
 def read_reference(path: str | Path) -> pd.DataFrame:
@@ -54,7 +58,7 @@ def read_reference(path: str | Path) -> pd.DataFrame:
     return long[["conversation_id", "name", "value", "rater"]]
 
 
-def read_judge_records(path: str | Path, name: str | None = None) -> list[dict[str, Any]]:
+def read_judge_records(path: str | Path, name: str | None = None) -> list[JudgmentRecord]:
     """Judgments from our judgments.jsonl, an anchor-layout JSON file or a CRSArena-Eval run file
     (its predictions become records of judge `name`, default the file's stem)."""
     path = Path(path)
@@ -62,17 +66,13 @@ def read_judge_records(path: str | Path, name: str | None = None) -> list[dict[s
         raise DataError(f"{path}: file not found")
     if path.suffix == ".jsonl":
         return list(iter_jsonl(path))
-    from usersimcrs.analysis.anchor_judgments import read_anchor_judgments
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
         return list(iter_jsonl(path))
-    from usersimcrs.core.crsarena_eval import looks_like_run_file, parse_run_file
 
     if looks_like_run_file(data):
-        from usersimcrs.analysis.aspect_tables import run_file_records
-
         return run_file_records(parse_run_file(data, str(path)), name or path.stem)
     return read_anchor_judgments(path)
 
@@ -86,7 +86,7 @@ def _categories(scale: Any) -> int | None:
 
 
 def judge_vs_reference(
-    records: list[dict[str, Any]], reference: pd.DataFrame, *, judge: str | None = None
+    records: list[JudgmentRecord], reference: pd.DataFrame, *, judge: str | None = None
 ) -> pd.DataFrame:
     """One row per name (and 'total' = sum of names on fully rated conversations): every agreement statistic."""
     judged = judgments_table(records)
@@ -141,7 +141,7 @@ def _rater_agreement(part: pd.DataFrame, categories: int | None) -> dict[str, fl
 
 
 def inter_factor_comparison(
-    records: list[dict[str, Any]], reference: pd.DataFrame, *, judge: str | None = None
+    records: list[JudgmentRecord], reference: pd.DataFrame, *, judge: str | None = None
 ) -> dict[str, float]:
     """Mean |Kendall tau-b| between factors, for the judge and for the reference (CoRE: LLMs ~0.28, humans ~0.22)."""
     judged = judgments_table(records)

@@ -21,7 +21,7 @@ from usersimcrs.analysis.summary import summarize
 from usersimcrs.core.run_folder import Run, RunFolder
 from usersimcrs.metrics.compute import compute_metrics, turn_curves
 from usersimcrs.metrics.config import MetricsConfig
-from usersimcrs.metrics.validity import flag_conversations, flag_rates, subset_masks
+from usersimcrs.metrics.validity import TURN_COUNTS, flag_conversations, flag_rates, subset_masks
 
 
 @dataclass
@@ -72,6 +72,7 @@ SUMMARY_EXCLUDE = (
     "status",
     "failure_side",
     "leaked",
+    *TURN_COUNTS,
     "exclusion",
     "excluded",
     "valid",
@@ -92,12 +93,13 @@ def without_excluded_values(conversations: pd.DataFrame, metrics: list[str]) -> 
 
 
 def stale_metrics(folder: RunFolder) -> bool:
-    """Whether the metric tables are missing or were written before the gate split CRS failures from exclusions."""
+    """Whether the metric tables are missing or were written before the gate split CRS failures from exclusions
+    (or before the error flags were named `error`, `crs_error`, ..., or the canned user turns were counted)."""
     if not folder.has_metrics():
         return True
     with folder.metrics_paths[0].open(encoding="utf-8") as handle:
         header = handle.readline().rstrip("\n").split(",")
-    return "excluded" not in header
+    return not {"excluded", "crs_error", *TURN_COUNTS} <= set(header)
 
 
 def write_metrics(run_dir: str | Path | RunFolder, result: RunMetrics) -> list[Path]:

@@ -17,12 +17,14 @@ COMMAND_MODULES = [
     "quickstart",
     "run",
     "matrix",
+    "ladder",
     "convert",
     "annotate",
     "judge",
     "metrics",
     "report",
     "compare",
+    "plan",
     "agreement",
     "probe_crs",
     "export",
@@ -33,6 +35,7 @@ COMMAND_MODULES = [
     "evaluator",
     "export_run",
     "fidelity",
+    "fidelity_reference",
     "studio",
 ]
 

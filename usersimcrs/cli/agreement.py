@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.agreement import AGREEMENT_COLUMNS, agreement
+    from usersimcrs.pipeline.agreement import AGREEMENT_COLUMNS, agreement  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.report.tables import markdown_table
 
     result = agreement(

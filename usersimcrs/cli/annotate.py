@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from data_converters.augment.base import annotators
+from usersimcrs.llm.backends import backend_names
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from data_converters.augment.base import annotators
-    from usersimcrs.llm.backends import backend_names
-
     parser = subparsers.add_parser(
         "annotate",
         help="add LLM annotations (dialogue acts, information needs) to a converted dataset",
@@ -32,11 +32,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--overwrite", action="store_true", help="re-annotate records that already have labels")
     parser.add_argument("--retries", type=int, default=3, help="retries of a failed or unparseable request")
     parser.add_argument("--cache-dir", help="LLM response cache folder (default: $USERSIMCRS_CACHE_DIR or ~/.cache)")
+    parser.add_argument(
+        "--no-preflight",
+        dest="preflight",
+        action="store_false",
+        help="skip the GET that shows the LLM server answers and takes the key, before the first call",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from data_converters.augment.runner import summary_line
+    from data_converters.augment.runner import summary_line  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.core.validation import validate
     from usersimcrs.pipeline.annotate import AnnotateRequest, annotate_folder
 
@@ -59,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         "intents": args.intents,
         "slots": args.slots,
         "overwrite": args.overwrite,
+        "preflight": args.preflight,
     }
     request = validate(AnnotateRequest, fields, source=None, flags=True)
     result = annotate_folder(request)

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.bench import BenchOptions, bench
+    from usersimcrs.pipeline.bench import BenchOptions, bench  # lazy: keeps `usersimcrs --help` fast
 
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
     options = BenchOptions(

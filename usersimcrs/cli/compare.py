@@ -1,4 +1,4 @@
-"""`usersimcrs compare MATRIX_DIR`: CRS rankings, simulator agreement and paired tests of a matrix."""
+"""`usersimcrs compare MATRIX_DIR`: CRS rankings, simulator agreement, paired tests and the conversations needed."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.compare import compare_matrix
+    from usersimcrs.pipeline.compare import compare_matrix  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.report.matrix_report import wide_ranks
     from usersimcrs.report.tables import markdown_table
 
@@ -47,5 +47,8 @@ def handle(args: argparse.Namespace) -> int:
         )
     if not comparison.agreement.empty:
         print(markdown_table(comparison.agreement), end="")
-    print(f"written: {result.folder}/{{means,ranks,agreement,significance}}.csv")
+    if not comparison.power.empty:
+        print("conversations per cell for 80% power at the observed difference (each CRS vs the next in its ranking):")
+        print(markdown_table(comparison.power), end="")
+    print(f"written: {result.folder}/{{means,ranks,agreement,significance,power}}.csv")
     return 0

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from data_converters.base import converters
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from data_converters.base import converters
-
     parser = subparsers.add_parser(
         "convert",
         help="convert a benchmark dataset (ReDial, INSPIRED, OpenDialKG, IMDB, IARD, MovieLens, CRSArena-Dial)",
@@ -15,7 +15,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "items, information needs, user profiles and a conversion report.",
     )
     parser.add_argument("dataset", help=f"converter name: {', '.join(converters.names())}")
-    parser.add_argument("--input", "-i", nargs="+", required=True, metavar="PATH", help="raw input files")
+    parser.add_argument(
+        "--input", "-i", nargs="+", required=True, metavar="PATH", help="raw input files (a corpus's parts are merged)"
+    )
     parser.add_argument("--output", "-o", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--skip-bad", action="store_true", help="drop malformed records (listed in the report)")
     parser.add_argument("--domain", choices=["movie", "all"], default="movie", help="OpenDialKG domain filter")
@@ -25,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.convert import convert_dataset
+    from usersimcrs.pipeline.convert import convert_dataset  # lazy: keeps `usersimcrs --help` fast
 
     report = convert_dataset(
         args.dataset,
@@ -44,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
         f"{args.dataset}: {counts or 'nothing written'}; dropped {len(report.dropped)}; "
         f"warnings {sum(w.count for w in report.warnings.values())} -> {args.output}"
     )
+    if len(report.parts) > 1:
+        for name, part_counts in report.parts.items():
+            print(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in part_counts.items()))
     for part in report.partial:
         print(f"  {part.what}: {part.written} of {part.read} written ({part.reason})")
     return 0

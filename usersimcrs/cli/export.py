@@ -18,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.export import export_run
+    from usersimcrs.pipeline.export import export_run  # lazy: keeps `usersimcrs --help` fast
 
     result = export_run(args.run_dir, args.output, format=args.format, only_ok=args.only_ok, dedupe=args.dedupe)
     left_out = f", {result.left_out_failed} failed left out" if result.left_out_failed else ""

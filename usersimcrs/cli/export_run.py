@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     import sys
 
-    from usersimcrs.pipeline.export_run import export_run_file, parse_aspect_map
+    from usersimcrs.pipeline.export_run import export_run_file, parse_aspect_map  # lazy: keeps `usersimcrs --help` fast
 
     result = export_run_file(
         args.run,

@@ -19,12 +19,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from usersimcrs.errors import ConfigError
+from usersimcrs.llm.backends import llm_backends
 
 
 def backend_choices() -> list[str]:
     """'auto' and every registered LLM backend (built-in and plug-in)."""
-    from usersimcrs.llm.backends import llm_backends
-
     return ["auto", *llm_backends.names()]
 
 
@@ -102,14 +101,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--base-url", help="server URL of the backend")
     parser.add_argument("--model-path", help="GGUF file for the llamacpp backend")
+    parser.add_argument(
+        "--items", metavar="CSV", help="--judge learned: the item catalogue, when not where the model was trained"
+    )
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the LLM response cache")
+    parser.add_argument(
+        "--no-preflight",
+        dest="preflight",
+        action="store_false",
+        help="skip the GET that shows each LLM server the judge calls answers and takes the key, before the first call",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=handle)
 
 
 def request_from(args: argparse.Namespace):
     """The `JudgeRequest` the command line describes."""
-    from usersimcrs.pipeline.judge import JudgeRequest
+    from usersimcrs.pipeline.judge import JudgeRequest  # lazy: keeps `usersimcrs --help` fast
 
     fields = {
         "judge": args.judge,
@@ -129,18 +137,20 @@ def request_from(args: argparse.Namespace):
         "model": args.model,
         "base_url": args.base_url,
         "model_path": args.model_path,
+        "items": args.items,
         "models_file": args.models,
         "prompts": args.prompts,
         "batch_aspects": args.batch_aspects,
         "shared_rubric": not args.no_shared_rubric,
         "max_failed_share": args.max_failed_share,
+        "preflight": args.preflight,
         "price": args.price,
         "criteria": [c.strip() for c in args.criteria.split(",") if c.strip()] if args.criteria else None,
     }
     try:
         return JudgeRequest.model_validate(fields)
     except ValidationError as exc:
-        from usersimcrs.core.validation import describe_validation_error
+        from usersimcrs.core.validation import describe_validation_error  # lazy: keeps `usersimcrs --help` fast
 
         raise ConfigError(describe_validation_error(exc, source=None, flags=True)) from None
 
@@ -149,12 +159,17 @@ EXIT_TOO_MANY_FAILED = 3
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.judge import judge
+    from usersimcrs.pipeline.judge import judge  # lazy: keeps `usersimcrs --help` fast
 
     result = judge(args.run_dir, request_from(args), progress=True)
     _print(result.report(), args.json, "dry run" if result.dry_run is not None else result.judgments_path)
     if result.dry_run is not None:
         return 0
+    if args.judge == "learned" and args.model:
+        # lazy: keeps `usersimcrs --help` fast
+        from usersimcrs.pipeline.evaluator import in_training_line, training_count
+
+        print(in_training_line(*training_count(args.run_dir, args.model)), file=sys.stderr if args.json else sys.stdout)
     if result.failures and not args.json:
         print(f"failed judgments: {result.failed} of {result.asked}; by reason:")
         for failure in result.failures[:5]:

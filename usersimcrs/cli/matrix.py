@@ -11,13 +11,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("config", help="matrix config (YAML: base, simulators, crs, datasets, metrics, judges)")
     parser.add_argument("--output", "-o", help="matrix folder (default: runs/<name>)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--no-preflight",
+        dest="preflight",
+        action="store_false",
+        help="skip the checks before the first cell: each CRS's health and each LLM server the cells and judges call",
+    )
     parser.set_defaults(func=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.matrix import run_matrix
+    from usersimcrs.pipeline.matrix import run_matrix  # lazy: keeps `usersimcrs --help` fast
 
-    summary = run_matrix(args.config, args.output, progress=not args.no_progress)
+    summary = run_matrix(args.config, args.output, progress=not args.no_progress, preflight=args.preflight)
     failed = 0
     for name, status in summary.cells.items():
         print(f"  {name}: {status}")

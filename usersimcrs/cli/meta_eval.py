@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from usersimcrs.errors import UserError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -35,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--no-baselines",
         action="store_true",
-        help="per-aspect mode: leave out the surface baselines (DialogueKit satisfaction, lengths, turn position)",
+        help="leave out the baselines (conversation length, assistant words per turn, CRS identity; per-aspect mode "
+        "also DialogueKit satisfaction and turn position)",
     )
     parser.add_argument("--output", "-o", help="folder for meta_eval.csv and report.html (default: PATH/meta_eval)")
     parser.add_argument("--reference-key", help="which metadata.reference value to compare with (default: satisfied)")
@@ -55,7 +58,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--human",
         choices=["auto", "votes", "labels"],
         default="auto",
-        help="human system ranking from votes (auto: when there are any) or from the labels",
+        help="human system ranking from votes (auto: when there are any) or from the labels; with votes, a run or "
+        "matrix without per-conversation references (e.g. simulated) is compared at the system level only",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="MODEL",
+        help="a learned evaluator's model file: the conversations it was trained on are left out of every figure",
+    )
+    parser.add_argument(
+        "--include-training",
+        action="store_true",
+        help="with --model: keep the conversations the model was trained on (labelled in-sample)",
     )
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
@@ -71,8 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from usersimcrs.errors import UserError
-    from usersimcrs.pipeline.aspect_meta_eval import has_aspect_references
+    from usersimcrs.pipeline.aspect_meta_eval import has_aspect_references  # lazy: keeps `usersimcrs --help` fast
 
     output = args.output or str(Path(args.path) / "meta_eval")
     if args.scores:
@@ -88,8 +101,9 @@ def handle(args: argparse.Namespace) -> int:
 def _aspects(args: argparse.Namespace, output: str) -> int:
     from pathlib import Path
 
+    from usersimcrs.analysis.left_out import left_out_line  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.pipeline.aspect_meta_eval import meta_eval_aspects
-    from usersimcrs.report.meta_eval_report import ASPECT_VIEWS
+    from usersimcrs.report.meta_eval_report import ASPECT_VIEWS, systems_only_lines
     from usersimcrs.report.tables import markdown_table
 
     result = meta_eval_aspects(
@@ -102,6 +116,8 @@ def _aspects(args: argparse.Namespace, output: str) -> int:
         resamples=args.resamples,
         seed=args.seed,
         report=not args.no_report,
+        model=args.model,
+        include_training=args.include_training,
     )
     rated = ", ".join(f"{k} {v}" for k, v in result.gold.items())
     print(
@@ -109,12 +125,15 @@ def _aspects(args: argparse.Namespace, output: str) -> int:
         f"({', '.join(result.groups)}); CIs: {result.ci_method}, {result.resamples} resamples, seed {result.seed}; "
         "* = best of the column"
     )
+    print(left_out_line(result.left_out) or "left out: none (every conversation carries a rating)")
     for group in result.groups:
         for caption, statistics, ci in ASPECT_VIEWS:
             if ci and statistics == ("pearson",):
                 continue  # the CIs of the pooled figures are in meta_eval.csv and the report
             print(f"\n{group}: {caption}")
             print(markdown_table(result.wide(group, statistics, ci=ci)), end="")
+        for line in systems_only_lines(result, group):
+            print(line)
     for note in result.notes:
         print(f"note: {note}")
     print(f"written: {', '.join(str(Path(output) / f) for f in result.files)}")
@@ -124,6 +143,7 @@ def _aspects(args: argparse.Namespace, output: str) -> int:
 def _scores(args: argparse.Namespace, output: str) -> int:
     from pathlib import Path
 
+    from usersimcrs.analysis.left_out import left_out_line  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.pipeline.meta_eval import meta_eval
     from usersimcrs.report.meta_eval_report import caveat_table, human_ranking_table, system_ranking_table
     from usersimcrs.report.tables import markdown_table
@@ -141,18 +161,23 @@ def _scores(args: argparse.Namespace, output: str) -> int:
         human=args.human,
         report=not args.no_report,
         dedupe=args.dedupe,
+        baselines=not args.no_baselines,
+        model=args.model,
+        include_training=args.include_training,
     )
     print(
-        f"reference '{result.reference_key}' ({result.reference_kind}) on {result.n_labelled} of "
-        f"{result.n_conversations} conversations; human ranking from {result.human_source}; "
+        f"{result.reference_line()}; human ranking from {result.human_source}; "
         f"CIs: {result.ci_method}, {result.resamples} resamples, seed {result.seed}"
     )
+    print(left_out_line(result.left_out) or "left out: none (every conversation completed)")
     print(markdown_table(caveat_table(result)), end="")
     if result.human_ranking is not None:
         ranking = result.human_ranking
         print(f"human ranking (Bradley-Terry from {ranking.n_battles} votes, ties as half wins):")
         print(markdown_table(human_ranking_table(ranking)), end="")
-    for score in result.scores:
+    from usersimcrs.pipeline.meta_eval import BASELINES  # lazy: keeps `usersimcrs --help` fast
+
+    for score in (s for s in result.scores if s not in BASELINES):
         table = system_ranking_table(result, score)
         if not table.empty:
             print(f"system ranking by {score} (mean per system) against the human ranking ({result.human_source}):")

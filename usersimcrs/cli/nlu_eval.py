@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from usersimcrs.llm.backends import backend_names
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.pipeline.nlu_eval import NLUEvalReport
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from usersimcrs.llm.backends import backend_names
-
     parser = subparsers.add_parser("nlu-eval", help="score the agenda simulator's NLU on annotated agent utterances")
     parser.add_argument("--dialogues", required=True, help="DialogueKit JSON with annotated dialogue acts")
     parser.add_argument("--nlu", default="rules", help="rules | llm (default rules)")
@@ -35,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.core.validation import validate
+    from usersimcrs.core.validation import validate  # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.pipeline.nlu_eval import NLUEvalRequest, nlu_eval
 
     llm: dict[str, Any] = {"backend": args.llm_backend, "cache": not args.no_cache}
@@ -60,7 +63,7 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def render(report: dict[str, Any]) -> str:
+def render(report: NLUEvalReport) -> str:
     """A plain-text table of the report."""
     lines = [
         f"NLU {report['nlu']} on {report['utterances']} agent utterances of {report['dialogues']}",

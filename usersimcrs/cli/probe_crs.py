@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from usersimcrs.errors import ConfigError
+from usersimcrs.errors import ConfigError, UserError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.core.json_types import ConfigSection
     from usersimcrs.pipeline.probe import ProbeReport
 
 
@@ -31,11 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=handle)
 
 
-def connector_section(args: argparse.Namespace) -> dict[str, Any]:
+def connector_section(args: argparse.Namespace) -> ConfigSection:
     """The connector options from --config, --type/--url and --set (later ones win)."""
-    from usersimcrs.core.yaml_io import parse_yaml, read_yaml
+    from usersimcrs.core.yaml_io import parse_yaml, read_yaml  # lazy: keeps `usersimcrs --help` fast
 
-    section: dict[str, Any] = {}
+    section: ConfigSection = {}
     if args.config:
         data = read_yaml(args.config)
         section = dict(data.get("crs", data)) if isinstance(data.get("crs", data), dict) else {}
@@ -52,14 +53,21 @@ def connector_section(args: argparse.Namespace) -> dict[str, Any]:
     return section
 
 
+def check_table(report: ProbeReport) -> list[str]:
+    """The probe's checks as aligned rows: check, result, detail."""
+    width = max(len("check"), *(len(c.name) for c in report.checks))
+    rows = [f"{'check':<{width}}  {'result':<7}  detail"]
+    rows.extend(f"{c.name:<{width}}  {c.status:<7}  {c.detail}".rstrip() for c in report.checks)
+    return rows
+
+
 def render(report: ProbeReport, resolved_possible: bool) -> str:
     lines = [f"CRS: {report.crs}"]
-    if report.health is not None:
-        lines.append(f"health: ok ({report.health[:60]!r})")
-    lines.append(
-        f"latency over {len(report.turns)} turns: p50 {report.latency(0.5) * 1000:.0f} ms, "
-        f"p95 {report.latency(0.95) * 1000:.0f} ms"
-    )
+    if report.turns:
+        lines.append(
+            f"latency over {len(report.turns)} turns: p50 {report.latency(0.5) * 1000:.0f} ms, "
+            f"p95 {report.latency(0.95) * 1000:.0f} ms"
+        )
     for number, turn in enumerate(report.turns, start=1):
         lines.append(f"turn {number}: user: {turn.message}")
         text = turn.text.replace("\n", " ").strip()
@@ -69,19 +77,24 @@ def render(report: ProbeReport, resolved_possible: bool) -> str:
             titles = ", ".join((i.title or i.raw or i.id or "?") for i in turn.items[:5])
             suffix = f", {resolved} resolved to item IDs" if resolved_possible or resolved else ""
             lines.append(f"        items: {len(turn.items)} ({titles}){suffix}")
-    items_seen = sum(len(t.items) for t in report.turns)
-    lines.append(
-        f"reply shape: text in {sum(1 for t in report.turns if t.text.strip())}/{len(report.turns)} turns, "
-        f"{items_seen} items parsed"
-    )
+    if report.turns:
+        items_seen = sum(len(t.items) for t in report.turns)
+        lines.append(
+            f"reply shape: text in {sum(1 for t in report.turns if t.text.strip())}/{len(report.turns)} turns, "
+            f"{items_seen} items parsed"
+        )
     lines.extend(report.notes)
-    lines.append("result: OK")
+    lines.extend(check_table(report))
+    failure = report.failure
+    lines.append("result: OK" if failure is None else f"result: FAILED ({failure.name})")
     return "\n".join(lines)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.probe import probe_crs
+    from usersimcrs.pipeline.probe import probe_crs  # lazy: keeps `usersimcrs --help` fast
 
     report = probe_crs(connector_section(args), item_file=args.item_file, turns=args.turns, messages=args.message)
     print(render(report, args.item_file is not None))
+    if report.error is not None:
+        raise UserError(report.error)  # one line on stderr, exit 2, as `run` stops on a CRS it cannot use
     return 0

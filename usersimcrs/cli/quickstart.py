@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from usersimcrs.pipeline.quickstart import demo_data_files, quickstart
+    from usersimcrs.pipeline.quickstart import demo_data_files, quickstart  # lazy: keeps `usersimcrs --help` fast
 
     for line in data_lines(demo_data_files(args.output)):
         print(line)

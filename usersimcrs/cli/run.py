@@ -1,6 +1,7 @@
 """`usersimcrs run CONFIG`: run one simulator against one CRS and write a run folder.
 
-Exit codes: 0 done; 2 a user-fixable error (bad config, CRS unreachable: nothing is written);
+Exit codes: 0 done; 2 a user-fixable error (bad config, a missing data file, a CRS or LLM server that
+cannot be used: nothing is written);
 3 the run is written but more than `max_failed_share` of its conversations failed.
 """
 
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 from usersimcrs.config import load_run_config
+from usersimcrs.core.generation import canned_warning
 from usersimcrs.pipeline.simulate import SimulationResult, simulate
 
 EXIT_TOO_MANY_FAILED = 3
@@ -42,6 +44,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_false",
         help="skip the CRS health check before the first conversation",
     )
+    parser.add_argument(
+        "--no-preflight",
+        dest="preflight",
+        action="store_false",
+        help="skip the checks before the first conversation: the CRS health check and the GET that shows each "
+        "LLM server the run calls answers and takes the key",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing run folder")
     parser.add_argument("--report", action="store_true", help="compute metrics and write report.html afterwards")
     parser.set_defaults(func=handle)
@@ -56,10 +65,14 @@ def handle(args: argparse.Namespace) -> int:
         resume=args.resume,
         overwrite=args.overwrite,
         keep_failed=args.keep_failed,
-        check_crs=args.check_crs,
+        check_crs=args.check_crs and args.preflight,
+        check_llms=args.preflight,
         source=args.config,
         report=args.report,
     )
+    warning = canned_warning(result.user_turns.get("fallback", 0), result.user_turns.get("labelled", 0))
+    if warning is not None:  # the run's output opens with it: its figures measure answers to canned lines
+        print(warning)
     print(summary_line(result))
     for line in [*user_turn_lines(result), *failure_lines(result)]:
         print(line)

@@ -30,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    # lazy: keeps `usersimcrs --help` fast
     from usersimcrs.studio.commands import export_command, links_command, load_test_command, serve_command
 
     if args.export:

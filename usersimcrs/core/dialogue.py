@@ -6,6 +6,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from usersimcrs.core.item_ref import ItemRef
+from usersimcrs.core.item_ref import Resolution as Resolution  # re-exported from its former home
+from usersimcrs.core.json_types import JSON
+from usersimcrs.core.profile import UserProfile
+
 USER = "USER"
 AGENT = "AGENT"
 # metadata key of a failed conversation: whose code was running when it failed ("crs", "simulator"
@@ -48,42 +53,7 @@ class Annotation(_Model):
     """A key-value annotation on an utterance (DialogueKit keeps them as pairs)."""
 
     key: str
-    value: Any = None
-
-
-Resolution = Literal["exact", "normalized", "fuzzy", "ambiguous", "unresolved"]
-
-
-def _is_none(value: object) -> bool:
-    return value is None
-
-
-def _is_empty(value: list[str]) -> bool:
-    return not value
-
-
-class ItemRef(_Model):
-    """A reference to an item: its collection ID when resolved, else only the raw title.
-
-    `resolution` says how a title was matched to the collection (None: not matched by title);
-    an ``ambiguous`` title (several items share it, e.g. remakes) keeps ``id`` None and lists the
-    `candidates`. Both are left out of the JSON when unset, so older files read and write alike.
-    """
-
-    id: str | None = None
-    title: str | None = None
-    score: float | None = None
-    raw: str | None = None
-    # left out by pydantic-core itself: a Python wrap serializer cost about 5 us per reference, and a
-    # conversation of the real workload writes some 80 of them (a profile's seen items among them)
-    resolution: Resolution | None = Field(default=None, exclude_if=_is_none)
-    candidates: list[str] = Field(default_factory=list, exclude_if=_is_empty)
-
-    def key(self) -> str:
-        """A stable identity for set operations: the ID if resolved, else the lower-cased title."""
-        if self.id is not None:
-            return f"id:{self.id}"
-        return f"title:{(self.title or self.raw or '').strip().lower()}"
+    value: JSON = None  # DialogueKit keeps any JSON value here
 
 
 class Utterance(_Model):
@@ -151,10 +121,3 @@ class Dialogue(_Model):
     def session_list(self) -> list[ItemRef]:
         """The concatenation of all per-turn lists, the list judged for the session."""
         return [item for turn in self.recommendation_lists() for item in turn]
-
-
-# profile.py builds on ItemRef (defined above), so the profile model is imported after it; the
-# package's __init__ imports this module first, so the cycle always enters here.
-from usersimcrs.core.profile import UserProfile  # noqa: E402
-
-Dialogue.model_rebuild()

@@ -22,6 +22,8 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, computed_field
 
 from usersimcrs.core.dialogue import Annotation, Dialogue, DialogueAct, ItemRef, SlotValue, Utterance
+from usersimcrs.core.json_types import JSON, JSONObject
+from usersimcrs.core.storage import write_atomic
 from usersimcrs.core.text_repair import merge_counts, repair_value
 from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import DataError
@@ -72,7 +74,7 @@ class DialogueKitRead(BaseModel):
     )
 
 
-def _slot_value(raw: Any, where: str) -> SlotValue:
+def _slot_value(raw: JSON, where: str) -> SlotValue:
     if isinstance(raw, dict):
         start, end = raw.get("start"), raw.get("end")
         return SlotValue(
@@ -111,7 +113,7 @@ def _opt_str(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _acts(raw_acts: Any, where: str, counts: ActCounts) -> list[DialogueAct]:
+def _acts(raw_acts: JSON, where: str, counts: ActCounts) -> list[DialogueAct]:
     """An utterance's acts; acts with a null/missing or empty intent are dropped and counted in `counts`."""
     acts = []
     dropped_here = 0
@@ -139,7 +141,7 @@ def _acts(raw_acts: Any, where: str, counts: ActCounts) -> list[DialogueAct]:
     return acts
 
 
-def _utterance(raw: Any, where: str, counts: ActCounts) -> Utterance:
+def _utterance(raw: JSON, where: str, counts: ActCounts) -> Utterance:
     if not isinstance(raw, dict):
         raise DataError(f"{where}: utterance must be an object")
     participant = str(raw.get("participant", "")).upper()
@@ -186,7 +188,7 @@ def _utterance(raw: Any, where: str, counts: ActCounts) -> Utterance:
     )
 
 
-def dialogue_from_dialoguekit(raw: Any, where: str = "dialogue", counts: ActCounts | None = None) -> Dialogue:
+def dialogue_from_dialoguekit(raw: JSON, where: str = "dialogue", counts: ActCounts | None = None) -> Dialogue:
     """One DialogueKit dialogue object -> Dialogue (IDs kept; other toolkits' `metadata.error` -> failed).
 
     Acts without an intent are dropped; pass `counts` to learn how many.
@@ -265,7 +267,7 @@ def read_dialoguekit(path: str | Path) -> list[Dialogue]:
     return result.dialogues
 
 
-def dialogue_to_dialoguekit(dialogue: Dialogue) -> dict[str, Any]:
+def dialogue_to_dialoguekit(dialogue: Dialogue) -> JSONObject:
     """Dialogue -> a DialogueKit JSON object that DialogueKit 0.1.1's reader loads with its IDs."""
     turns = []
     for utt in dialogue.utterances:
@@ -302,7 +304,5 @@ def dialogue_to_dialoguekit(dialogue: Dialogue) -> dict[str, Any]:
 
 def write_dialoguekit(dialogues: list[Dialogue], path: str | Path) -> None:
     """Write dialogues as one DialogueKit JSON file (whole or not at all: a full disk leaves the old file)."""
-    from usersimcrs.core.storage import write_atomic
-
     payload = [dialogue_to_dialoguekit(d) for d in dialogues]
     write_atomic(path, json.dumps(payload, ensure_ascii=False, indent=1, default=str))

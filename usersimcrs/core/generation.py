@@ -27,6 +27,9 @@ FALLBACK = "fallback"
 TEMPLATE = "template"
 
 Kind = Literal["model", "repaired", "fallback", "template"]
+MOSTLY_CANNED = 0.5
+"""Above this share of canned (fallback) user turns, a run's console and report open with a warning and
+its metric values are marked: they measure the CRS's answers to canned lines, not to the LLM user."""
 
 
 def fallback_label(problem: str | None) -> str:
@@ -61,6 +64,27 @@ def user_turn_kinds(utterances: Iterable[Any]) -> dict[str, int]:
             counts["labelled"] += 1
             counts[kind] += 1
     return counts
+
+
+def mostly_canned(canned: int | float, labelled: int | float) -> bool:
+    """Whether more than `MOSTLY_CANNED` of the labelled user turns were canned fallbacks."""
+    return bool(labelled) and canned / labelled > MOSTLY_CANNED
+
+
+def canned_warning(canned: int | float, labelled: int | float) -> str | None:
+    """The line a run's console and report open with when most user turns were canned (None otherwise)."""
+    if not mostly_canned(canned, labelled):
+        return None
+    return (
+        f"warning: {int(canned)} of {int(labelled)} LLM user turns ({canned / labelled:.0%}) were canned fallbacks, "
+        "not the model's words: the metrics measure the CRS's answers to canned lines (marked 'canned'); "
+        "use a more capable model, or simulator.on_unusable: fail to fail such conversations instead"
+    )
+
+
+def canned_mark(share: float | None) -> str:
+    """' ⚠ 75% canned' after a value computed mostly over canned user turns, else ''."""
+    return f" ⚠ {share:.0%} canned" if share is not None and share > MOSTLY_CANNED else ""
 
 
 def _fields(utterance: Any) -> tuple[Any, Mapping[str, Any]]:

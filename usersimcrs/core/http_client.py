@@ -5,9 +5,10 @@ Why not aiohttp: on the real workload (docs/benchmarks.md, issue #22) aiohttp's 
 2.5-5.5 ms of the toolkit's 11-13.5 ms of CPU per conversation, and importing it about 0.3 s of
 start-up. Parsing replies is left to httptools (llhttp, the parser of Node.js and uvicorn); this
 module writes requests, keeps idle keep-alive connections per event loop and host, and turns
-failures into four exceptions. It does what the toolkit's callers need and no more: no redirects (a
-3xx is a reply like any other), no proxies, no cookie jar (the CRS transport keeps one per
-conversation), no streaming; a reply is read whole, within a size limit.
+failures into four exceptions. It does what the toolkit's callers need and no more: plain HTTP to
+servers the user runs (no TLS: `https://` and proxied URLs go to httpx and the official clients, chosen
+by `core/http_route.py`), no redirects (a 3xx is a reply like any other), no proxies, no cookie jar (the
+CRS transport keeps one per conversation), no streaming; a reply is read whole, within a size limit.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import ssl
 import time
 import zlib
 from collections.abc import Iterator, Mapping
@@ -42,11 +42,11 @@ class HTTPClientError(Exception):
 
 
 class InvalidURL(HTTPClientError, ValueError):
-    """A URL this client cannot send to (not http/https, no host, a bad port)."""
+    """A URL this client cannot send to (not http, no host, a bad port)."""
 
 
 class ConnectFailed(HTTPClientError):
-    """No connection: refused, unreachable, a name that does not resolve, a TLS handshake that failed."""
+    """No connection: refused, unreachable, a name that does not resolve."""
 
 
 class ConnectionLost(HTTPClientError):
@@ -65,7 +65,6 @@ class ReplyTooLarge(HTTPClientError):
 class Target:
     """A parsed URL, made once per URL text: where to connect and the request line's parts."""
 
-    tls: bool
     host: str
     port: int
     path: bytes  # as sent: path and query, %-escaped
@@ -73,21 +72,22 @@ class Target:
     host_line: bytes  # b"Host: ...\r\n"
 
     @property
-    def key(self) -> tuple[bool, str, int]:
-        return (self.tls, self.host, self.port)
+    def key(self) -> tuple[str, int]:
+        return (self.host, self.port)
 
 
 def parse_target(url: str) -> Target:
-    """`url` as a Target; InvalidURL for anything but an absolute http(s) URL with a host."""
+    """`url` as a Target; InvalidURL for anything but an absolute http URL with a host."""
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
         raise InvalidURL(f"invalid URL {url!r} ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidURL(f"invalid URL {url!r} (an http:// or https:// URL with a host is needed)")
-    tls = parts.scheme == "https"
-    default = 443 if tls else 80
+    if parts.scheme == "https":
+        raise InvalidURL(f"invalid URL {url!r} (the lean client speaks plain http; https goes through httpx)")
+    if parts.scheme != "http" or not parts.hostname:
+        raise InvalidURL(f"invalid URL {url!r} (an http:// URL with a host is needed)")
+    default = 80
     host = parts.hostname
     try:
         shown = f"[{host}]" if ":" in host else host.encode("idna").decode("ascii")
@@ -96,7 +96,7 @@ def parse_target(url: str) -> Target:
     path = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""), safe=PATH_SAFE)
     host_header = shown if port in (None, default) else f"{shown}:{port}"
     host_line = f"Host: {host_header}\r\n".encode("ascii")
-    return Target(tls, host, port or default, path.encode("ascii"), path.split("?", 1)[0], host_line)
+    return Target(host, port or default, path.encode("ascii"), path.split("?", 1)[0], host_line)
 
 
 def encode_headers(headers: Mapping[str, str]) -> bytes:
@@ -302,7 +302,7 @@ class _LoopState:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, connections: int) -> None:
         self.loop = loop
-        self.idle: dict[tuple[bool, str, int], list[_Connection]] = {}
+        self.idle: dict[tuple[str, int], list[_Connection]] = {}
         self.addresses: dict[tuple[str, int], tuple[float, list[Any]]] = {}
         self.slots = asyncio.Semaphore(connections) if connections > 0 else None
 
@@ -326,13 +326,10 @@ class HTTPClient:
     state of a loop is made inside it and dropped when a later `asyncio.run` brings another loop.
     """
 
-    def __init__(
-        self, *, connections: int = 0, connect_timeout_s: float | None = None, tls: ssl.SSLContext | None = None
-    ) -> None:
+    def __init__(self, *, connections: int = 0, connect_timeout_s: float | None = None) -> None:
         self.connections = max(0, connections)
         self.connect_timeout_s = connect_timeout_s
         self._state: _LoopState | None = None
-        self._tls = tls  # None: the system's CA store, loaded on the first https request
         self._targets: dict[str, Target] = {}
 
     def target(self, url: str) -> Target:
@@ -397,33 +394,21 @@ class HTTPClient:
 
     async def _connect(self, state: _LoopState, target: Target) -> _Connection:
         addresses = await self._addresses(state, target)
-        tls = self._tls_context() if target.tls else None
         failure: OSError | None = None
         for family, address in addresses:
             try:
                 if self.connect_timeout_s is not None:
                     async with asyncio.timeout(self.connect_timeout_s):
-                        return await self._open(state, family, address, tls, target)
-                return await self._open(state, family, address, tls, target)
-            except ssl.SSLError as exc:
-                raise ConnectFailed(f"TLS handshake failed ({_short(exc)})") from None
+                        return await self._open(state, family, address)
+                return await self._open(state, family, address)
             except TimeoutError:
                 failure = TimeoutError(f"connect timed out after {self.connect_timeout_s:g}s")
             except OSError as exc:
                 failure = exc
         raise ConnectFailed(_os_reason(failure))
 
-    async def _open(
-        self, state: _LoopState, family: int, address: Any, tls: ssl.SSLContext | None, target: Target
-    ) -> _Connection:
-        _, connection = await state.loop.create_connection(
-            _Connection,
-            host=address[0],
-            port=address[1],
-            family=family,
-            ssl=tls,
-            server_hostname=target.host if tls is not None else None,
-        )
+    async def _open(self, state: _LoopState, family: int, address: Any) -> _Connection:
+        _, connection = await state.loop.create_connection(_Connection, host=address[0], port=address[1], family=family)
         return connection
 
     async def _addresses(self, state: _LoopState, target: Target) -> list[tuple[int, Any]]:
@@ -448,11 +433,6 @@ class HTTPClient:
             raise ConnectFailed(f"no address for {target.host}")
         state.addresses[key] = (now, found)
         return found
-
-    def _tls_context(self) -> ssl.SSLContext:
-        if self._tls is None:
-            self._tls = ssl.create_default_context()
-        return self._tls
 
     async def aclose(self) -> None:
         """Close the idle connections of the running loop (a client of another loop is just let go)."""

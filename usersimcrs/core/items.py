@@ -23,7 +23,7 @@ from typing import Any, Callable, Generator, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from usersimcrs.core.dialogue import ItemRef, Resolution
+from usersimcrs.core.item_ref import ItemRef, Resolution
 from usersimcrs.errors import DataError
 
 T = TypeVar("T")

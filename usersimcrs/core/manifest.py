@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import re
 import subprocess
@@ -44,6 +45,13 @@ def scrub_secrets(value: Any) -> Any:
     if isinstance(value, list):
         return [scrub_secrets(v) for v in value]
     return value
+
+
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of a file's content (hex), read in blocks: what the manifest records of each data file,
+    so that a process reading "the same" file elsewhere (a Ray node) can tell that it is."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def git_commit(path: Path | None = None) -> str | None:

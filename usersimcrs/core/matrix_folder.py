@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,9 @@ INDEX = "matrix.json"
 CELLS_DIR = "cells"
 LLM_CACHE_DIR = "llm_cache"
 COMPARISON_DIR = "comparison"
+LADDER = "ladder.json"
 CELL_SEPARATOR = "__"
+FILE_SOURCES = ("convert", "import")  # matrices written in one go from files: a rewrite replaces their cells
 
 
 @dataclass
@@ -77,6 +81,11 @@ class MatrixFolder:
         return self.path / REPORT_PAGE
 
     @property
+    def ladder_path(self) -> Path:
+        """The figures of a sensitivity ladder (`usersimcrs ladder`), beside its cells."""
+        return self.path / LADDER
+
+    @property
     def report_dir(self) -> Path:
         return self.path / REPORT_DIR
 
@@ -112,6 +121,30 @@ class MatrixFolder:
         """Replace matrix.json atomically."""
         return write_atomic(self.index_path, json.dumps(index, indent=2, ensure_ascii=False))
 
+    def write_cells_index(self, name: str, source: str, cells: Sequence[Mapping[str, Any]]) -> Path:
+        """matrix.json for cells written in one go from files (`source`: convert, import); the axes are the
+        cells' names. Each cell maps name, simulator, crs, dataset, status (and any extra facts)."""
+        index = {
+            "name": name,
+            "source": source,
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "axes": {
+                "simulators": sorted({str(c["simulator"]) for c in cells}),
+                "crs": sorted({str(c["crs"]) for c in cells}),
+                "datasets": sorted({str(c["dataset"]) for c in cells}),
+            },
+            "cells": [{**cell, "run_dir": self.cell_entry(str(cell["name"]))} for cell in cells],
+        }
+        return self.write_index(index)
+
+    def written_from_files(self) -> bool:
+        """True when the index says a converter or an import wrote the matrix (not a simulation)."""
+        try:
+            data = self.read_index()
+        except DataError:
+            return False
+        return data is not None and data.get("source") in FILE_SOURCES
+
     def cells(self) -> list[Cell]:
         """Every cell the index lists (else every ``cells/<sim>__<crs>__<dataset>/`` folder), written or not."""
         data = self.read_index()
@@ -137,13 +170,10 @@ class MatrixFolder:
         return [c for c in cells if c.folder.has_dialogues()]
 
     def remove_converted_cells(self) -> None:
-        """Remove the cell folders and the index an earlier conversion wrote (never a simulated matrix's)."""
-        try:
-            data = self.read_index()
-        except DataError:
+        """Remove the cell folders and the index an earlier conversion or import wrote (never a simulated matrix's)."""
+        if not self.written_from_files():
             return
-        if data is None or data.get("source") != "convert":
-            return
+        data = self.read_index() or {}
         for entry in data.get("cells", []):
             name = str(entry.get("name", ""))
             folder = self.cell_dir(name)

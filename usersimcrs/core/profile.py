@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from usersimcrs.core.dialogue import ItemRef
+from usersimcrs.core.item_ref import ItemRef
 from usersimcrs.errors import DataError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 from pydantic import BaseModel
 
@@ -160,3 +160,13 @@ def scrubbing_logs(secrets: Secrets) -> Iterator[None]:
 
 
 NO_SECRETS = Secrets()
+
+
+def public_url(url: str | None) -> str:
+    """`url` without user info or query (they may carry credentials), for error messages."""
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

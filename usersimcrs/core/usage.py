@@ -4,12 +4,18 @@ and every judgment, and the pure helpers that add usage summaries (the manifest'
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
 COUNTERS = ("calls", "cache_hits", "prompt_tokens", "completion_tokens", "retries", "errors")
 """The fields of `Usage`, which are also the counter names of every usage summary on disk."""
+
+UsageSummary: TypeAlias = dict[str, Any]
+"""A usage summary as the manifest stores it: the `COUNTERS` at the top, the same per slice in nested
+mappings (`by_component`, with `prompt_chars`, `prefix_reused_chars`, `prefix_reuse`; `by_model`; a
+judging's `by_judge`, `statuses`, ...) and `repaired` counts by kind. A plain dict, since summaries are
+added leaf by leaf (`add_summaries`) and older manifests carry keys of their time."""
 
 
 class Usage(BaseModel):
@@ -86,7 +92,7 @@ def _add_leaves(a: Any, b: Any) -> Any:
     return b if b is not None else a
 
 
-def add_summaries(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str, Any]:
+def add_summaries(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> UsageSummary:
     """The sum of two usage summaries as the manifest stores them (counters, nested `by_component`,
     `by_model`, `by_judge`, status counts, ...): numbers are added and every `prefix_reuse` ratio
     is recomputed from the summed characters. Used wherever a run or a judging adds to what is on disk."""

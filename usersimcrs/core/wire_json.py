@@ -14,12 +14,13 @@ repaired and counted where the value is stored (`core/text_repair.py`).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import orjson
 
+from usersimcrs.core.json_types import JSON
 
-def encode(value: Any) -> bytes:
+
+def encode(value: JSON) -> bytes:
     """`value` as compact UTF-8 JSON (non-string keys written as strings, as `json.dumps` does)."""
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
 
@@ -28,7 +29,7 @@ class TooDeep(ValueError):
     """A JSON document nested deeper than the reader follows."""
 
 
-def decode(data: bytes | str) -> Any:
+def decode(data: bytes | str) -> JSON:
     """The JSON document in `data`; ValueError if neither strict JSON nor Python's dialect of it."""
     try:
         return orjson.loads(data)

@@ -20,11 +20,12 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crs_connectors.base import CRSConnector, CRSReply
+from crs_connectors.base import CRSConnector, CRSReply, ProfileOracle
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import AGENT, FAILURE_SIDE, Dialogue, ItemRef, Utterance
+from usersimcrs.core.json_types import JSON
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.core.text_repair import MAX_DEPTH, clean_text, is_clean_json, merge_counts, repair_text, repair_value
 from usersimcrs.engine.ids import conversation_id, conversation_seed
@@ -32,6 +33,9 @@ from usersimcrs.engine.plugins import RunPlugins, plugins_from_config
 from usersimcrs.errors import UserError
 from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.base import Stop, UserSimulator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.user_model.population import ProfileSource
 
 RAW_LIMIT_BYTES = 16 * 1024  # the most JSON of one CRS reply's raw payload kept on its utterance
 
@@ -71,7 +75,7 @@ class ConversationRunner:
         self,
         config: RunConfig,
         context: RunContext,
-        profiles: Any,
+        profiles: ProfileSource,
         source: str = "config",
         plugins: RunPlugins | None = None,
     ) -> None:
@@ -101,6 +105,8 @@ class ConversationRunner:
             t1 = time.perf_counter()
             timings["simulator_s"] += t1 - t0  # building the simulator is simulator time too
             crs = self.plugins.crs(self.context)
+            if isinstance(crs, ProfileOracle):  # a CRS-side oracle sees the profile a study gives any oracle
+                crs.meet_user(profile, conv.seed)
             timings["crs_s"] += time.perf_counter() - t1
             # asyncio.timeout, not wait_for: in Python 3.11 wait_for can swallow a cancellation
             # that arrives as the conversation ends, and a run stopping on an error then never ends
@@ -197,7 +203,7 @@ class ConversationRunner:
         )
 
 
-def bounded_raw(raw: Any, limit: int = RAW_LIMIT_BYTES) -> dict[str, Any]:
+def bounded_raw(raw: JSON, limit: int = RAW_LIMIT_BYTES) -> dict[str, Any]:
     """The CRS's raw payload as utterance metadata (`crs_raw`), at most `limit` bytes of JSON.
 
     A larger payload is kept as a prefix string of its JSON with `crs_raw_truncated: true` and

@@ -26,10 +26,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.config import RunConfig, absolutize
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.matrix_folder import MatrixFolder, cell_name
 from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.validation import validate
+from usersimcrs.engine.runner import run_async
 from usersimcrs.errors import ConfigError
 
 
@@ -54,8 +56,8 @@ class NamedOverride(BaseModel):
 class RunDefaults(RunConfig):
     """The matrix's `base:` run config: every RunConfig key, typed; simulator and CRS come from the axes."""
 
-    simulator: dict[str, Any] = Field(default_factory=dict)
-    crs: dict[str, Any] = Field(default_factory=dict)
+    simulator: ConfigSection = Field(default_factory=dict)
+    crs: ConfigSection = Field(default_factory=dict)
 
 
 class MatrixDesign(BaseModel):
@@ -182,8 +184,6 @@ async def run_cells(
     """Run the unfinished cells, `parallel` at once; a cell that raises is recorded, the others go on.
 
     `resources`: the matrix command's read-only resources, shared by its cells (items read once, one BM25 index)."""
-    from usersimcrs.engine.runner import run_async
-
     todo = [c for c in cells if not is_complete(c)]
     for cell in cells:
         if cell not in todo:
@@ -194,11 +194,21 @@ async def run_cells(
     async def one(cell: CellPlan) -> None:
         async with gate:
             run_config = cell.config.model_copy(
-                update={"concurrency": min(per_cell, cell.config.concurrency), "progress": progress and parallel == 1}
+                update={"concurrency": min(per_cell, cell.config.concurrency), "progress": progress}
             )
             resume = RunFolder(cell.run_dir).has_dialogues()
             try:
-                result = await run_async(run_config, cell.run_dir, resume=resume, source=cell.name, resources=resources)
+                # each cell's progress is labelled with its name; cells side by side print plain lines (two
+                # bars would overwrite each other), every interval even while no conversation finishes
+                result = await run_async(
+                    run_config,
+                    cell.run_dir,
+                    resume=resume,
+                    source=cell.name,
+                    resources=resources,
+                    progress_label=cell.name,
+                    plain_progress=parallel > 1,
+                )
             except Exception as exc:  # a bad cell (unreachable CRS, config change) must not stop the matrix
                 summary.cells[cell.name] = f"failed: {type(exc).__name__}: {exc}"
                 return

@@ -1,19 +1,28 @@
-"""Before the first conversation: is the CRS reachable? A dead URL stops the command with one line.
+"""Before the first conversation: is the CRS reachable, and each LLM server the run calls? A dead URL
+stops the command with one line.
 
-Without this check a CRS that is down (wrong port, server not started) turns every conversation
-of a run into a failed record, hours later. Connectors with a `health()` method (the HTTP ones)
-get one GET on their health URL, the probe's health step (`usersimcrs probe-crs`); in-process
-connectors and baselines have nothing to reach and are skipped.
+Without this check a CRS or an LLM server that is down (wrong port, server not started) turns every
+conversation of a run into a failed record, hours later. Connectors with a `health()` method (the
+HTTP ones) get one GET on their health URL, the probe's health step (`usersimcrs probe-crs`);
+in-process connectors and baselines have nothing to reach and are skipped. The LLM servers are
+those of the components the simulator and the CRS declare (`llm_components()`), checked by
+`usersimcrs.llm.preflight` (the embedded model has nothing to reach).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable
+from collections.abc import Mapping
+from typing import Iterable
 
 from crs_connectors.base import HealthChecked, connector_spec
+from usersimcrs.config import RunConfig
+from usersimcrs.core.json_types import ConfigSection
+from usersimcrs.engine.plugins import llm_components
 from usersimcrs.errors import ConnectorError, UserError
+from usersimcrs.llm import preflight as llm_preflight
+from usersimcrs.llm.provider import LLMProvider
 from usersimcrs.runtime.context import RunContext
 
 _CLIENT_ERROR = re.compile(r"^HTTP 4\d\d\b")
@@ -25,12 +34,19 @@ def answered(reason: str) -> bool:
     return bool(_CLIENT_ERROR.match(reason))
 
 
-async def check_crs(section: dict[str, Any], *, source: str = "config", run_seed: int = 0) -> str | None:
+async def check_crs(
+    section: ConfigSection,
+    *,
+    source: str = "config",
+    run_seed: int = 0,
+    overrides: Mapping[str, str] | None = None,
+) -> str | None:
     """Health-check the CRS a `crs:` section describes; returns its health answer (None: no check).
 
-    Raises `UserError` with one line naming the URL when the CRS cannot be reached.
+    Raises `UserError` with one line naming the URL when the CRS cannot be reached (`overrides`: the
+    keys set with `--set`, blamed on the flag when their option is wrong).
     """
-    spec = connector_spec(section, source)
+    spec = connector_spec(section, source, overrides)
     if not callable(getattr(spec.cls, "health", None)):
         return None
     connector = spec.build(RunContext(run_seed=run_seed), record=False)  # its own short-lived HTTP client
@@ -48,7 +64,7 @@ async def check_crs(section: dict[str, Any], *, source: str = "config", run_seed
         await connector.close()
 
 
-async def check_distinct(sections: Iterable[tuple[dict[str, Any], str]], *, run_seed: int = 0) -> int:
+async def check_distinct(sections: Iterable[tuple[ConfigSection, str]], *, run_seed: int = 0) -> int:
     """Check each distinct `crs:` section once (a matrix repeats them per cell); returns how many were checked."""
     seen: set[str] = set()
     for section, source in sections:
@@ -58,3 +74,18 @@ async def check_distinct(sections: Iterable[tuple[dict[str, Any], str]], *, run_
         seen.add(key)
         await check_crs(section, source=source, run_seed=run_seed)
     return len(seen)
+
+
+async def check_llms(
+    config: RunConfig, *, source: str = "config", checked: llm_preflight.Checked | None = None
+) -> list[str]:
+    """Preflight the LLM servers the run's simulator and CRS call (each once; `checked`: those a command
+    checked for earlier cells); returns the URLs checked. `UserError` naming the URL when one cannot be used."""
+    components = llm_components(config, source)
+    if not components:
+        return []
+    provider = LLMProvider(config.llm, config.llm_components)
+    try:
+        return await llm_preflight.check_llms(provider, components, checked=checked)
+    finally:
+        await provider.aclose()

@@ -1,15 +1,21 @@
 """Progress of long runs and judge runs: done, failed, LLM calls, tokens and retries, time left.
 
-On a terminal, a rich progress bar; otherwise (a log file, CI, a notebook's captured stderr) a plain
-line on stderr every `interval_s` seconds while work goes on, so a long run never looks hung.
+On a terminal, a rich progress bar; otherwise (a log file, CI, a notebook's captured stderr, or
+several matrix cells at once, whose bars would overwrite each other) a plain line on stderr every
+`interval_s` seconds while work goes on, also while no unit finishes (a slow LLM cell whose first
+conversation takes minutes), so a long run never looks hung.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import LLMSource
 
 PLAIN_INTERVAL_S = 15.0
 """Seconds between two plain progress lines when stderr is not a terminal (environment variable
@@ -19,7 +25,8 @@ INTERVAL_ENV = "USERSIMCRS_PROGRESS_INTERVAL_S"
 
 class RunProgress:
     """A progress display for `total` units (`label`: simulated conversations by default, e.g. "judge
-    quality"); nothing when disabled. `stream` (default stderr) decides bar or plain lines."""
+    quality" or a matrix cell's name); nothing when disabled. `stream` (default stderr) decides bar or
+    plain lines; `plain` asks for plain lines on a terminal too (cells running side by side)."""
 
     def __init__(
         self,
@@ -27,10 +34,11 @@ class RunProgress:
         done: int = 0,
         *,
         enabled: bool = True,
-        llms: Any = None,
+        llms: LLMSource | None = None,
         label: str = "conversations",
         stream: TextIO | None = None,
         interval_s: float | None = None,
+        plain: bool = False,
     ) -> None:
         self.total = total
         self.label = label
@@ -40,7 +48,12 @@ class RunProgress:
         self.enabled = enabled
         self.stream = stream
         self.interval_s = interval_s if interval_s is not None else plain_interval_s()
+        self.plain = plain
         self._progress: Any = None
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lines = 0
+        self._printed = done
         self._task: Any = None
         self._started = 0.0
         self._first = done
@@ -51,7 +64,7 @@ class RunProgress:
 
     def __enter__(self) -> RunProgress:
         self._started = self._last_line = time.monotonic()
-        if self.enabled and self._out().isatty():
+        if self.enabled and self._out().isatty() and not self.plain:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -66,7 +79,21 @@ class RunProgress:
             )
             self._progress.__enter__()
             self._task = self._progress.add_task("run", total=self.total, completed=self.done, stats="")
+        elif self.enabled and self.interval_s > 0:  # a line every interval even while nothing finishes
+            self._ticker = threading.Thread(target=self._tick, name=f"progress {self.label}", daemon=True)
+            self._ticker.start()
         return self
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.interval_s / 4):
+            if time.monotonic() - self._last_line >= self.interval_s:
+                self._print()
+
+    def _print(self) -> None:
+        self._last_line = time.monotonic()
+        self._lines += 1
+        self._printed = self.done
+        print(self.line(), file=self._out(), flush=True)
 
     def advance(self, failed: bool = False) -> None:
         self.done += 1
@@ -74,8 +101,7 @@ class RunProgress:
         if self._progress is not None:
             self._progress.update(self._task, completed=self.done, stats=self._stats())
         elif self.enabled and time.monotonic() - self._last_line >= self.interval_s:
-            self._last_line = time.monotonic()
-            print(self.line(), file=self._out(), flush=True)
+            self._print()
 
     def line(self) -> str:
         """The plain progress line: `label: done/total, stats, elapsed, estimated time left`."""
@@ -96,6 +122,11 @@ class RunProgress:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.__exit__(*exc)
+        if self._ticker is not None:
+            self._stop.set()
+            self._ticker.join()
+            if self._lines and self._printed != self.done:  # a long run's plain lines end with its last count
+                self._print()
 
 
 def plain_interval_s() -> float:

@@ -14,36 +14,46 @@ same folder stops at once instead of writing every conversation twice.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncGenerator, Iterable, Iterator
+from typing import Any
 
+from crs_connectors.transport import POOL_KEY, CRSPool
 from usersimcrs.config import RunConfig
 from usersimcrs.core.dialogue import Dialogue
-from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.manifest import environment
-from usersimcrs.core.profile import Ratings
 from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.secrets import Secrets, scrubbing_logs
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.storage import StorageError
-from usersimcrs.core.usage import add_summaries
-from usersimcrs.engine.conversation import ConversationRunner, plan
+from usersimcrs.core.usage import UsageSummary, add_summaries
+from usersimcrs.engine.conversation import plan
+from usersimcrs.engine.local import (
+    _usage,
+    build_context,
+    close_context,
+    data_files,
+    iter_conversations,
+    with_hashes,
+)
+
+# re-exported: their home was this module
+from usersimcrs.engine.local import data_file as data_file
+from usersimcrs.engine.local import fallback_warnings as fallback_warnings
+from usersimcrs.engine.local import load_items as load_items
+from usersimcrs.engine.local import load_ratings as load_ratings
 from usersimcrs.engine.loop import (
-    cancel_bounded,
-    collector_paused,
     current_loop_kind,
     run_coroutine,
     run_heap,
-    thaw,
 )
-from usersimcrs.engine.plugins import RunPlugins
+from usersimcrs.engine.plugins import RunPlugins, simulator_options
 from usersimcrs.engine.progress import RunProgress
-from usersimcrs.errors import ConfigError, UserError
+from usersimcrs.engine.ray_executor import iter_conversations_ray
+from usersimcrs.errors import UserError
 from usersimcrs.runtime.context import RunContext
 
 
@@ -59,148 +69,7 @@ class RunSummary:
     ambiguous_items: int = 0  # recommended titles that several items share, over the whole file
     user_turns: dict[str, int] = field(default_factory=dict)  # user turns by the source of their words, whole file
     wall_s: float = 0.0
-    llm: dict[str, Any] = field(default_factory=dict)
-
-
-def load_items(config: RunConfig, resources: SharedResources | None = None) -> ItemCollection | None:
-    """The run's item collection, from `items.path` or, when that is missing, `items.fallback_path`;
-    read once per command when `resources` (the command's) is given."""
-    section = config.items
-    if section is None:
-        return None
-    path = _existing(section.path, section.fallback_path, "items")
-    return (resources if resources is not None else SharedResources()).items(
-        path,
-        id_column=section.id_column,
-        title_column=section.title_column,
-        mapping=section.mapping,
-        delimiters=section.delimiters,
-        max_items=section.max_items,
-    )
-
-
-def load_ratings(config: RunConfig) -> Ratings | None:
-    section = config.ratings
-    if section is None:
-        return None
-    path = _existing(section.path, section.fallback_path, "ratings")
-    return Ratings.from_csv(
-        path,
-        user_column=section.user_column,
-        item_column=section.item_column,
-        rating_column=section.rating_column,
-        scale=section.scale,
-    )
-
-
-def _existing(path: str, fallback: str | None, key: str) -> str:
-    return data_file(path, fallback, key)["path"]
-
-
-def data_file(path: str, fallback: str | None, key: str) -> dict[str, str]:
-    """The file a data section uses: `{path, used: "path" | "fallback_path"}` (`path` when it exists,
-    else `fallback_path`, with the `missing` primary named); a `ConfigError` naming both when neither exists."""
-    if Path(path).exists():
-        return {"path": path, "used": "path"}
-    if fallback and Path(fallback).exists():
-        return {"path": fallback, "used": "fallback_path", "missing": path}
-    raise ConfigError(f"{key}.path: file not found: {path}" + (f" (nor fallback {fallback})" if fallback else ""))
-
-
-def data_files(config: RunConfig) -> dict[str, dict[str, str]]:
-    """Which file each data section of `config` uses (items, ratings), for the manifest and the console;
-    `used: "none"` when neither exists (the run was given its data as Python objects)."""
-    sections = {"items": config.items, "ratings": config.ratings}
-    out = {}
-    for key, section in sections.items():
-        if section is None:
-            continue
-        try:
-            out[key] = data_file(section.path, section.fallback_path, key)
-        except ConfigError:
-            out[key] = {"path": section.path, "used": "none"}
-    return out
-
-
-def build_context(
-    config: RunConfig, run_dir: Path | None = None, resources: SharedResources | None = None
-) -> RunContext:
-    """Load the run's shared resources; LLMs are created lazily on first use. `close_context` releases them.
-
-    `resources`: the command's read-only resources (a matrix passes one to all its cells: items read once)."""
-    from crs_connectors.transport import POOL_KEY, CRSPool
-    from usersimcrs.llm.provider import LLMProvider
-
-    resources = resources if resources is not None else SharedResources()
-    llms = LLMProvider(config.llm, config.llm_components)
-    with collector_paused():
-        items, ratings = load_items(config, resources), load_ratings(config)
-    context = RunContext(
-        items=items,
-        ratings=ratings,
-        llms=llms,
-        run_dir=run_dir,
-        run_seed=config.seed,
-        data=dict(config.data),
-        secrets=Secrets.from_config(config),
-        resources=resources,
-    )
-    context.on_close(thaw)  # registered first, so called last
-    pool = context.shared(POOL_KEY, CRSPool)  # one keep-alive pool for every HTTP CRS request of the run
-    context.on_close(llms.aclose)
-    context.on_close(pool.aclose)
-    return context
-
-
-async def close_context(context: RunContext) -> None:
-    """Release the run's resources (HTTP pool, LLM backends and caches, recorder files)."""
-    await context.aclose()
-
-
-async def iter_conversations(
-    config: RunConfig,
-    context: RunContext,
-    indices: Iterable[int],
-    *,
-    source: str = "config",
-    plugins: RunPlugins | None = None,
-) -> AsyncGenerator[Dialogue, None]:
-    """Run the conversations of `indices` with at most `config.concurrency` at once, yielding each as it ends."""
-    from usersimcrs.user_model.population import build_profile_source
-
-    runner = ConversationRunner(config, context, build_profile_source(config.profiles, context), source, plugins)
-    queue: asyncio.Queue[Dialogue | UserError | None] = asyncio.Queue(maxsize=config.concurrency * 2)
-    pending = iter(list(indices))
-
-    async def worker() -> None:
-        try:
-            for index in pending:  # a shared iterator: each index is taken by exactly one worker
-                await queue.put(await runner.run(plan(config, index)))
-        except UserError as exc:  # the same mistake would fail every conversation: stop the run
-            await queue.put(exc)
-        await queue.put(None)
-
-    workers = [asyncio.create_task(worker()) for _ in range(config.concurrency)]
-    # after the workers: their first requests go out first, the indexes are built while the replies are awaited
-    helpers = [asyncio.create_task(_between_others(context.items.index_in_steps()))] if context.items else []
-    finished = 0
-    try:
-        while finished < len(workers):
-            item = await queue.get()
-            if item is None:
-                finished += 1
-            elif isinstance(item, UserError):
-                raise item
-            else:
-                yield item
-    finally:
-        await cancel_bounded(workers + helpers)
-
-
-async def _between_others(steps: Iterator[None]) -> None:
-    """Run `steps` one per pass of the event loop, between the conversations' own work."""
-    for _ in steps:
-        await asyncio.sleep(0)
+    llm: UsageSummary = field(default_factory=dict)
 
 
 def _prepare_output(
@@ -233,18 +102,33 @@ async def run_async(
     source: str = "config",
     plugins: RunPlugins | None = None,
     resources: SharedResources | None = None,
+    progress_label: str | None = None,
+    plain_progress: bool = False,
 ) -> RunSummary:
     """Run (or resume) `config` into `output_dir`; see module docstring.
 
     `keep_failed`: on resume, leave failed conversations as they are instead of running them again.
     `resources`: the command's read-only resources, for the context built here (none when `context` is given).
-    A second writer on the same folder gets `FolderBusy`; a full disk stops the run with one
+    `progress_label` names the progress lines (a matrix cell's name); `plain_progress`: plain lines on a
+    terminal too (cells side by side). A second writer on the same folder gets `FolderBusy`; a full disk stops the run with one
     `StorageError` after the conversations in flight are cancelled (within `SHUTDOWN_GRACE_S`).
     """
     folder = RunFolder(output_dir)
     secrets = context.secrets if context is not None else Secrets.from_config(config)
     with folder.lock("run"), scrubbing_logs(secrets):
-        return await _run_locked(config, folder, resume, overwrite, keep_failed, context, source, plugins, resources)
+        return await _run_locked(
+            config,
+            folder,
+            resume,
+            overwrite,
+            keep_failed,
+            context,
+            source,
+            plugins,
+            resources,
+            progress_label=progress_label,
+            plain_progress=plain_progress,
+        )
 
 
 async def _run_locked(
@@ -257,6 +141,9 @@ async def _run_locked(
     source: str,
     plugins: RunPlugins | None,
     resources: SharedResources | None = None,
+    *,
+    progress_label: str | None = None,
+    plain_progress: bool = False,
 ) -> RunSummary:
     output_dir = folder.path
     previous = folder.read_manifest() if resume and not overwrite else {}
@@ -271,7 +158,8 @@ async def _run_locked(
     wanted = {plan(config, i).conversation_id for i in range(config.conversations)}
     summary = RunSummary(output_dir=output_dir, skipped=len(done & wanted), retried=len(retried & wanted))
     indices = [i for i in range(config.conversations) if plan(config, i).conversation_id not in done]
-    manifest = _manifest(config, previous, status="running")
+    files = with_hashes(data_files(config))  # hashed once per session: the start and the end record the same
+    manifest = _manifest(config, previous, status="running", files=files)
     # counted at the start, so that a session killed before its final write still counts
     sessions = int(previous.get("timings", {}).get("sessions", 0)) + 1
     manifest["timings"] = {"wall_s": float(previous.get("timings", {}).get("wall_s", 0.0)), "sessions": sessions}
@@ -284,14 +172,21 @@ async def _run_locked(
             await close_context(context)
         raise
     started = time.perf_counter()
-    progress = RunProgress(total=config.conversations, done=len(done), enabled=config.progress, llms=context.llms)
-    remote_usage: dict[str, Any] = {}  # LLM usage of conversations run in other processes (ray executor)
+    progress = RunProgress(
+        total=config.conversations,
+        done=len(done),
+        enabled=config.progress,
+        llms=context.llms,
+        label=progress_label or "conversations",
+        plain=plain_progress,
+    )
+    remote_usage: UsageSummary = {}  # LLM usage of conversations run in other processes (ray executor)
     failed = True
     try:
         if config.executor == "ray":
-            from usersimcrs.engine.ray_executor import iter_conversations_ray
-
-            stream = iter_conversations_ray(config, indices, source=source, run_dir=output_dir, usage=remote_usage)
+            stream = iter_conversations_ray(
+                config, indices, source=source, run_dir=output_dir, usage=remote_usage, recorded=files
+            )
         else:
             stream = iter_conversations(config, context, indices, source=source, plugins=plugins)
         # aclosing: on any error the stream is closed here, so the conversations in flight are cancelled
@@ -319,7 +214,7 @@ async def _run_locked(
     finally:
         summary.wall_s = time.perf_counter() - started
         try:
-            _finish_manifest(config, folder, previous, summary, context, remote_usage, sessions)
+            _finish_manifest(config, folder, previous, summary, context, remote_usage, sessions, files)
         except StorageError:
             if not failed:
                 raise  # the run itself went well: the manifest's failure is the error to report
@@ -337,8 +232,9 @@ def _finish_manifest(
     previous: dict[str, Any],
     summary: RunSummary,
     context: RunContext,
-    remote_usage: dict[str, Any],
+    remote_usage: UsageSummary,
     sessions: int,
+    files: dict[str, dict[str, str]],
 ) -> None:
     """The manifest at the end of a session: counts from the file, LLM usage, timings, status."""
     usage = add_summaries(_usage(context), remote_usage)
@@ -347,16 +243,26 @@ def _finish_manifest(
     summary.ambiguous_items = counts["ambiguous_items"]
     summary.user_turns = counts["user_turns"]
     complete = counts["completed"] + counts["failed"] >= config.conversations
-    manifest = _manifest(config, previous, status="completed" if complete else "interrupted")
+    manifest = _manifest(config, previous, status="completed" if complete else "interrupted", files=files)
     manifest["dialogues"] = counts
     manifest["llm"] = summary.llm
     if context.llms is not None and hasattr(context.llms, "models"):
         manifest["models"]["used"] = {**previous.get("models", {}).get("used", {}), **context.llms.models()}
+    manifest["http_clients"] = http_clients(context, previous.get("http_clients") or {})
     manifest["timings"] = {
         "wall_s": round(summary.wall_s + float(previous.get("timings", {}).get("wall_s", 0.0)), 3),
         "sessions": sessions,
     }
     folder.write_manifest(manifest)
+
+
+def http_clients(context: RunContext, previous: dict[str, Any]) -> dict[str, dict[str, dict[str, str]]]:
+    """Which HTTP client spoke to each LLM (by component) and CRS endpoint (by origin) of the run, and why
+    (`core/http_route.py`), over this session and the ones before it."""
+    llms = context.llms.http_routes() if context.llms is not None and hasattr(context.llms, "http_routes") else {}
+    pool = context.cache.get(POOL_KEY)
+    crs = pool.routes() if isinstance(pool, CRSPool) else {}
+    return {"llm": {**previous.get("llm", {}), **llms}, "crs": {**previous.get("crs", {}), **crs}}
 
 
 def run(
@@ -382,26 +288,22 @@ def unstorable(dialogue: Dialogue, exc: Exception) -> Dialogue:
     )
 
 
-def _usage(context: RunContext) -> dict[str, Any]:
-    llms = context.llms
-    if llms is not None and hasattr(llms, "usage_summary"):
-        return llms.usage_summary()
-    return {}
-
-
-def _manifest(config: RunConfig, previous: dict[str, Any], *, status: str) -> dict[str, Any]:
+def _manifest(
+    config: RunConfig, previous: dict[str, Any], *, status: str, files: dict[str, dict[str, str]]
+) -> dict[str, Any]:
     llm = config.llm.model_dump(mode="json")
     return {
         **previous,  # sections added by other commands (judges, metrics) survive a resume
         "name": config.name,
         "status": status,
         "config": config.model_dump(mode="json"),
+        "simulator_options": simulator_options(config.simulator),
         "config_hash": config.config_hash(),
         "seeds": {"run": config.seed, "scheme": "sha256(run_seed:index)"},
         "models": {"default": {"backend": llm.get("backend"), "model": llm.get("model")}, **config.llm_components},
         "environment": {**environment(), "event_loop": _loop_kind()},
         "created": previous.get("created") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "data_files": data_files(config),  # which of path / fallback_path each data section used
+        "data_files": files,  # the file each data input read (path or fallback_path) and its SHA-256
         "dialogues": previous.get("dialogues", {"completed": 0, "failed": 0, "ambiguous_items": 0}),
         "llm": previous.get("llm", {}),
     }

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, Literal, Mapping, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.json_types import JSON, JSONObject
 from usersimcrs.core.usage import Usage, upgrade_legacy_usage
 from usersimcrs.llm.base import Message
 from usersimcrs.registry import Registry
@@ -49,13 +50,13 @@ class Judgment(BaseModel):
     mode: Literal["per_criterion", "batched"] | None = Field(
         default=None, description="how a rubric judge asked: one call per criterion or all criteria in one call"
     )
-    raw: Any = None
-    raw_value: Any = Field(default=None, description="the original score of an imported record (before range checks)")
+    raw: JSON = None  # the judge's own record (the replies of a failed score, a debate's rounds), as JSON
+    raw_value: JSON = Field(default=None, description="the original score of an imported record (before range checks)")
     agent_id: str | None = Field(default=None, description="the CRS an imported record is about")
     source: str | None = Field(
         default=None, description="where a record came from when not judged here, e.g. 'imported'"
     )
-    provenance: dict[str, Any] = Field(default_factory=dict, description="fields of other producers, kept as is")
+    provenance: JSONObject = Field(default_factory=dict, description="fields of other producers, kept as is")
 
     @model_validator(mode="before")
     @classmethod
@@ -80,6 +81,12 @@ class Judgment(BaseModel):
     def key(self) -> tuple[str, str, str, str]:
         """(conversation, judge, name, model): what makes a judgment unique in `judgments.jsonl`."""
         return (self.conversation_id, self.judge, self.name, self.model)
+
+
+JudgmentRecord: TypeAlias = dict[str, Any]
+"""One judgment as a plain dict: a `judgments.jsonl` line as read back (a `Judgment` dumped to JSON, which
+`Judgment.model_validate` reads again) or another producer's record with the same fields. Tables and
+reports read these without validating each line."""
 
 
 class PlannedCall(BaseModel):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from pydantic import BaseModel, Field
 
@@ -22,6 +22,7 @@ from usersimcrs.llm.base import Message
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.llm.config import LLMConfig
+    from usersimcrs.llm.provider import LLMProvider
 
 CHARS_PER_TOKEN = 3.5
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -106,7 +107,10 @@ class PlannedModel(BaseModel):
 
 
 def planned_models(
-    calls: list[PlannedCall], model_of: Any, config_of: Any, given: tuple[float, float] | None = None
+    calls: list[PlannedCall],
+    model_of: Callable[[str], str],
+    config_of: Callable[[str], LLMConfig],
+    given: tuple[float, float] | None = None,
 ) -> dict[str, PlannedModel]:
     """The plan split by the model each call's component would use, each priced when a price is known.
 
@@ -129,7 +133,7 @@ def planned_models(
     return out
 
 
-def model_namer(provider: Any) -> tuple[Any, Any]:
+def model_namer(provider: LLMProvider) -> tuple[Callable[[str], str], Callable[[str], LLMConfig]]:
     """(component -> ``backend:model``, component -> LLMConfig) for a dry run: the backend is built when it
     can be (nothing is loaded or called); when it cannot (no API key yet), the configured names stand."""
     names: dict[str, str] = {}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+from usersimcrs.core.json_types import JSON, JSONObject, JSONSchema
+from usersimcrs.core.secrets import public_url
 from usersimcrs.core.usage import Usage
 from usersimcrs.errors import UserError
 from usersimcrs.judges.base import Status
@@ -32,9 +32,9 @@ class ScoreSpec:
     text_key: str = "rationale"
     text_chars: int = 400
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> JSONSchema:
         """The JSON schema sent to the LLM (bounds included so constrained decoding respects them)."""
-        score: dict[str, Any] = {"type": "integer" if self.integer else "number"}
+        score: JSONSchema = {"type": "integer" if self.integer else "number"}
         if self.allowed is not None:
             score["enum"] = [int(v) if self.integer else v for v in self.allowed]
         else:
@@ -72,7 +72,7 @@ class ParsedScore:
     error: str | None = None
 
 
-def as_number(value: Any) -> float | None:
+def as_number(value: JSON) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -84,7 +84,7 @@ def as_number(value: Any) -> float | None:
     return None
 
 
-def _from_json(text: str, parsed: Any, spec: ScoreSpec) -> tuple[float | None, str, bool]:
+def _from_json(text: str, parsed: JSON, spec: ScoreSpec) -> tuple[float | None, str, bool]:
     """(score, rationale, found_key) from the provider's parsed object or the first JSON object in text."""
     candidates = [parsed] if isinstance(parsed, dict) else []
     candidates += [c for c in json_candidates(text or "") if isinstance(c, dict)]
@@ -111,7 +111,7 @@ def _tolerant(text: str) -> float | None:
     return None
 
 
-def read_score(text: str, parsed: Any, spec: ScoreSpec) -> ParsedScore:
+def read_score(text: str, parsed: JSON, spec: ScoreSpec) -> ParsedScore:
     """Read one reply: JSON (structured) first, then a rating tag or ``Rating: N``; validate the range."""
     value, rationale, found = _from_json(text, parsed, spec)
     if value is None:
@@ -145,7 +145,7 @@ class BatchSpec:
 
     specs: dict[str, ScoreSpec]
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> JSONSchema:
         """One required property per criterion, each the single-criterion schema (bounds included)."""
         return {
             "type": "object",
@@ -155,7 +155,7 @@ class BatchSpec:
         }
 
 
-def _batch_object(text: str, parsed: Any, names: list[str]) -> dict[str, Any] | None:
+def _batch_object(text: str, parsed: JSON, names: list[str]) -> JSONObject | None:
     """The provider's parsed object, else the first JSON object in `text` holding a criterion key."""
     candidates = [parsed] if isinstance(parsed, dict) else []
     candidates += [c for c in json_candidates(text or "") if isinstance(c, dict)]
@@ -165,7 +165,7 @@ def _batch_object(text: str, parsed: Any, names: list[str]) -> dict[str, Any] | 
     return None
 
 
-def read_batch(text: str, parsed: Any, batch: BatchSpec) -> dict[str, ParsedScore]:
+def read_batch(text: str, parsed: JSON, batch: BatchSpec) -> dict[str, ParsedScore]:
     """Each criterion's part of one batched reply, read and range-checked on its own: a missing or
     unusable part is None with its status, whatever the other parts hold."""
     found = _batch_object(text, parsed, list(batch.specs))
@@ -211,23 +211,13 @@ def _usage_of(result: LLMResult) -> Usage:
     )
 
 
-def model_key(llm: Any) -> str:
+def model_key(llm: LLM | LLMResult) -> str:
     """``backend:model`` of an LLM (or of a result), the model identity recorded on a judgment."""
     backend, model = getattr(llm, "backend", "") or "", getattr(llm, "model", "") or ""
     return f"{backend}:{model}" if backend and model else model
 
 
-def public_url(url: str | None) -> str:
-    """`url` without user info or query (they may carry credentials), for error messages."""
-    if not url:
-        return ""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def permanent_failure(llm: Any, exc: PermanentLLMError) -> PermanentLLMError:
+def permanent_failure(llm: LLM, exc: PermanentLLMError) -> PermanentLLMError:
     """`exc` with the model and server named, so that the one line the user sees says what to fix."""
     url = public_url(getattr(getattr(llm, "config", None), "base_url", None))
     where = f"model {model_key(llm) or '?'}" + (f" at {url}" if url else "")
@@ -356,7 +346,7 @@ async def _call(
     temperature: float,
     max_tokens: int,
     seed: int | None,
-    schema: dict[str, Any],
+    schema: JSONSchema,
     component: str,
 ) -> LLMResult | str:
     """One judge call: a permanent failure (bad key, unknown model) is raised and stops the run; a

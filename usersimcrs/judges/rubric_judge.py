@@ -7,7 +7,7 @@ in its closing request, so a serving stack with prefix caching computes the shar
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, ClassVar, Mapping
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.usage import Usage
@@ -27,6 +27,7 @@ from usersimcrs.judges.prompt_text import load_judge_prompts
 from usersimcrs.judges.rubrics import Criterion, Rubric, load_rubric
 
 if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.llm.base import LLM
     from usersimcrs.runtime.context import RunContext
 
 LOCAL_WINDOW_BACKENDS = ("llamacpp", "ollama")
@@ -92,7 +93,7 @@ class RubricJudge(Judge):
         done = set(existing or {})
         return [c for c in self.criteria if c.name not in done]
 
-    def layout_for(self, view: ConversationView, llm: Any) -> PromptLayout:
+    def layout_for(self, view: ConversationView, llm: LLM) -> PromptLayout:
         """The configured layout, or the compact one when a shared-rubric prompt of this conversation
         would not fit the context window of a local model (llama.cpp, Ollama: `n_ctx`)."""
         return self.layout_in_window(view, context_window(llm))
@@ -175,7 +176,7 @@ class RubricJudge(Judge):
         """All of `criteria` in one structured call per LLM (criteria sharing a model share a call);
         a missing input is recorded without a call, a missing or invalid part is None with its status."""
         out: list[Judgment] = []
-        groups: dict[int, tuple[Any, list[Criterion]]] = {}
+        groups: dict[int, tuple[LLM, list[Criterion]]] = {}
         for criterion in criteria:
             try:
                 llm = context.llm(self.component(criterion))
@@ -208,7 +209,7 @@ class RubricJudge(Judge):
         """Completion cap of a batched call: the per-criterion cap for each criterion."""
         return self.config.max_tokens * max(1, count)
 
-    async def _one_batch(self, view: ConversationView, llm: Any, criteria: list[Criterion]) -> list[Judgment]:
+    async def _one_batch(self, view: ConversationView, llm: LLM, criteria: list[Criterion]) -> list[Judgment]:
         batch = BatchSpec({c.name: self.spec(c) for c in criteria})
         outcome = await ask_batch(
             llm,
@@ -314,7 +315,7 @@ def configured_window(context: RunContext, component: str) -> int | None:
     return config.n_ctx if config.backend in LOCAL_WINDOW_BACKENDS else None
 
 
-def context_window(llm: Any) -> int | None:
+def context_window(llm: LLM) -> int | None:
     """The context window a prompt must fit, for local backends whose window is configured (`n_ctx`)."""
     if getattr(llm, "backend", None) not in LOCAL_WINDOW_BACKENDS:
         return None

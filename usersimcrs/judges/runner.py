@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.jsonl import JsonlWriter
 from usersimcrs.core.run_folder import Duplicates, Run, RunFolder
-from usersimcrs.core.usage import COUNTERS, Usage, add_summaries, upgrade_legacy_usage
+from usersimcrs.core.usage import COUNTERS, Usage, UsageSummary, add_summaries, upgrade_legacy_usage
 from usersimcrs.judges.base import FAILED_STATUSES, Judge, Judgment, PlannedCall, gather_all
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -252,13 +252,13 @@ async def judge_run(
     return summary
 
 
-def llm_usage(context: RunContext) -> dict[str, Any]:
+def llm_usage(context: RunContext) -> UsageSummary:
     """The LLM layer's usage summary of `context` so far (empty without a counting provider)."""
     llms = context.llms
     return llms.usage_summary() if llms is not None and hasattr(llms, "usage_summary") else {}
 
 
-def prefix_chars(llm_usage: Mapping[str, Any], components: Iterable[str]) -> dict[str, int]:
+def prefix_chars(llm_usage: UsageSummary, components: Iterable[str]) -> dict[str, int]:
     """Prompt characters and prefix-reused characters of `components`, summed from an LLM usage summary."""
     wanted = set(components)
     out = {"prompt_chars": 0, "prefix_reused_chars": 0}
@@ -273,13 +273,15 @@ def record_usage(
     folder: RunFolder,
     judge_name: str,
     summary: JudgeRunSummary,
-    llm_usage: Mapping[str, Any],
+    llm_usage: UsageSummary,
     components: Iterable[str] = (),
+    http_clients: Mapping[str, dict[str, str]] | None = None,
 ) -> dict:
     """Add this invocation's LLM work (the `JudgeUsage` the console prints) to ``manifest.json`` under
     ``judges`` (summed over invocations), overall, per judge and per judge model
-    (``by_model[backend:model][judge]``), failures by reason, and the prompt-prefix
-    reuse of the judge's LLM `components` (``prefix_reuse[judge]``, recomputed from the summed characters)."""
+    (``by_model[backend:model][judge]``), failures by reason, the prompt-prefix
+    reuse of the judge's LLM `components` (``prefix_reuse[judge]``, recomputed from the summed characters),
+    and the HTTP client of each LLM component (``http_clients``: URL, client and why; core/http_route.py)."""
     current = upgrade_legacy_usage(folder.read_manifest().get("judges", {}))  # older runs: `cached_calls`
     usage = summary.usage.model_dump()
     by_model = {
@@ -295,5 +297,6 @@ def record_usage(
         "statuses": add_summaries(current.get("statuses"), {judge_name: dict(summary.statuses)}),
         "failures": add_summaries(current.get("failures"), {judge_name: dict(summary.failures)}),
         "skipped_invalid": dict(summary.skipped_invalid),
+        "http_clients": {**current.get("http_clients", {}), **(http_clients or {})},
     }
     return folder.update_manifest({"judges": patch})

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from usersimcrs.core.http_route import Client, Route
+from usersimcrs.core.json_types import JSON, JSONSchema
 from usersimcrs.core.usage import Usage
 
 
@@ -23,7 +26,7 @@ class LLMResult(BaseModel):
     """What `LLM.complete` returns: text, the parsed JSON when a schema was given, and accounting."""
 
     text: str
-    parsed: Any = None
+    parsed: JSON = None  # the structured answer, validated against the schema it was asked for
     truncated: bool = Field(False, description="structured output cut off at max_tokens, closed, then validated")
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
@@ -31,6 +34,17 @@ class LLMResult(BaseModel):
     model: str = ""
     backend: str = ""
     parse_error: str | None = None
+
+
+@dataclass(frozen=True)
+class PreflightTarget:
+    """Where a backend's preflight sends its one cheap GET (the server's model list: no tokens, no model
+    load) and with which headers (the run's key among them, never shown)."""
+
+    url: str
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    key_env: str | None = None  # the *name* of the variable holding the key, for the message on a refused key
+    client: Client = "lean"  # the client of the backend's calls: the check goes the same way (core/http_route.py)
 
 
 class LLM(ABC):
@@ -43,6 +57,7 @@ class LLM(ABC):
     backend: str = "abstract"
     model: str = ""
     max_parallel_calls: int | None = None  # a backend that serves fewer calls at once caps its slot to this
+    route: Route | None = None  # an HTTP backend: where its calls go and through which client (manifest)
 
     @abstractmethod
     async def complete(
@@ -52,10 +67,15 @@ class LLM(ABC):
         temperature: float = 0.0,
         max_tokens: int = 256,
         seed: int | None = None,
-        schema: dict[str, Any] | None = None,
+        schema: JSONSchema | None = None,
         component: str = "default",
     ) -> LLMResult:
         """Complete a chat; with `schema`, the reply is constrained to it and parsed into `parsed`."""
+
+    def preflight_target(self) -> PreflightTarget | None:
+        """The request that shows, before a command's first call, that the server answers and takes our
+        credentials (`llm/preflight.py`); None: nothing to reach (the embedded model), not checked."""
+        return None
 
     async def aclose(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Release connections."""

@@ -15,11 +15,11 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_random
 
+from usersimcrs.core.json_types import JSON, JSONSchema
 from usersimcrs.core.usage import Usage
 from usersimcrs.errors import DataError
 from usersimcrs.llm.base import Message
@@ -32,7 +32,7 @@ class CachedReply(BaseModel):
     """What the cache keeps of one completion."""
 
     text: str
-    parsed: Any = None
+    parsed: JSON = None
     truncated: bool = False
     usage: Usage = Usage()
     model: str = ""
@@ -58,7 +58,7 @@ def cache_key(
     temperature: float,
     max_tokens: int,
     seed: int | None,
-    schema: dict[str, Any] | None,
+    schema: JSONSchema | None,
 ) -> str:
     """sha256 over everything that determines a reply (canonical JSON, sorted keys)."""
     payload = {

@@ -1,10 +1,19 @@
-"""LLM settings from YAML. Secrets are never stored here: only the *names* of environment variables."""
+"""LLM settings from YAML, and the registry of the backend names they may take.
+
+Secrets are never stored here: only the *names* of environment variables. The `llm_backends` registry
+lives here, beside the setting it checks (`backend`), so that the config validates a name without
+importing the backends package; `usersimcrs.llm.backends` re-exports it and builds from it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from usersimcrs.llm.base import LLM
+from usersimcrs.registry import Registry
 
 
 class LLMConfig(BaseModel):
@@ -19,12 +28,14 @@ class LLMConfig(BaseModel):
     headers_env: dict[str, str] = Field(
         default_factory=dict, description="header name -> name of the environment variable holding its value"
     )
-    client: Literal["official", "lean"] = Field(
-        "lean",
+    client: Literal["auto", "lean", "official"] = Field(
+        "auto",
         description=(
-            "HTTP client of the openai/ollama backends: the toolkit's lean HTTP client (default: well under "
-            "0.1 ms of CPU per call) or the official library (about 3 ms per call); both speak the same wire "
-            "protocol. `aiohttp`, its name before issue #22, is read as `lean`"
+            "HTTP client of the openai/ollama backends: auto (default) takes the toolkit's lean client (well "
+            "under 0.1 ms of CPU per call) for plain http to localhost or a local address with no proxy set, "
+            "and the official library (about 3 ms per call, TLS and proxies) for anything else; lean or "
+            "official forces one (lean cannot speak https). Both send the same request. `aiohttp`, the lean "
+            "client's name before issue #22, reads as auto"
         ),
     )
     timeout_s: float = 120.0
@@ -55,15 +66,14 @@ class LLMConfig(BaseModel):
     @field_validator("client", mode="before")
     @classmethod
     def _former_client_name(cls, value: Any) -> Any:
-        """Configs written when the lean client ran on aiohttp keep working."""
-        return "lean" if value == "aiohttp" else value
+        """Configs written when the lean client ran on aiohttp keep working: aiohttp spoke TLS and honoured
+        proxies, which `auto` gives them (lean where it can, the official client where it cannot)."""
+        return "auto" if value == "aiohttp" else value
 
     @field_validator("backend")
     @classmethod
     def _registered_backend(cls, value: str) -> str:
         """Only names the llm_backends registry knows (built-in or entry point), so a typo fails early."""
-        from usersimcrs.llm.backends import backend_names, llm_backends  # the registry imports this module
-
         if value != "auto" and ":" not in value and value not in llm_backends:  # "pkg.module:Factory" is imported
             raise ValueError(f"unknown LLM backend {value!r}; known: {', '.join(backend_names())}")
         return value
@@ -74,3 +84,20 @@ class LLMConfig(BaseModel):
             return self
         data = override.model_dump(exclude_unset=True) if isinstance(override, LLMConfig) else dict(override)
         return self.model_validate({**self.model_dump(), **data})
+
+
+BackendFactory = Callable[[LLMConfig], LLM]
+
+llm_backends: Registry[BackendFactory] = Registry(
+    "llm_backends",
+    {
+        "ollama": "usersimcrs.llm.backends.ollama_chat:OllamaChat",
+        "openai": "usersimcrs.llm.backends.openai_chat:OpenAIChat",
+        "llamacpp": "usersimcrs.llm.backends.llamacpp_embedded:LlamaCppEmbedded",
+    },
+)
+
+
+def backend_names() -> list[str]:
+    """Names `llm.backend` accepts: "auto" and every registered backend (CLI choices come from here)."""
+    return ["auto", *llm_backends.names()]

@@ -39,6 +39,14 @@ def status_error(backend: str, status: int, message: str, retry_after_s: float |
     return PermanentLLMError(reason)
 
 
+def redirect_error(backend: str, status: int, location: str | None, secrets: list[str]) -> PermanentLLMError:
+    """A 3xx is not followed by any client (the key and headers are never sent on to another address)."""
+    where = f" to {redact(location, secrets)}" if location else ""
+    return PermanentLLMError(
+        f"{backend}: HTTP {status}: redirected{where}, not followed (set llm.base_url to the final address)"
+    )
+
+
 def redact(text: str, secrets: list[str]) -> str:
     """`text` with every secret value replaced by *** (the one scrubber, `core/secrets.py`)."""
     return Secrets(secrets).scrub(text)

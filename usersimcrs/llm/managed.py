@@ -14,8 +14,8 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from usersimcrs.core.json_types import JSONSchema
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy
 from usersimcrs.core.secrets import Secrets
 from usersimcrs.core.text_repair import clean_text, is_clean_json, repair_text, repair_value
@@ -115,7 +115,7 @@ class ManagedLLM(LLM):
         temperature: float = 0.0,
         max_tokens: int = 256,
         seed: int | None = None,
-        schema: dict[str, Any] | None = None,
+        schema: JSONSchema | None = None,
         component: str = "default",
     ) -> LLMResult:
         """Complete a chat; with `schema`, `parsed` is the validated JSON or None with `parse_error`."""
@@ -181,7 +181,7 @@ class ManagedLLM(LLM):
         temperature: float,
         max_tokens: int,
         seed: int | None,
-        schema: dict[str, Any] | None,
+        schema: JSONSchema | None,
         state: _Attempts,
     ) -> LLMResult:
         config = self.config

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from usersimcrs.core.usage import UsageSummary
 from usersimcrs.core.validation import describe_validation_error
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.backends import build_backend
@@ -50,7 +51,7 @@ class LLMProvider:
             return self.config.merged(override)
         except ValidationError as exc:
             raise ConfigError(
-                describe_validation_error(exc, source=None, prefix=f"llm_components.{component}")
+                describe_validation_error(exc, source=None, prefix=f"llm_components.{component}", model=LLMConfig)
             ) from None
 
     def resolved_config(self, component: str) -> LLMConfig:
@@ -74,13 +75,18 @@ class LLMProvider:
         """The backend actually used for `component` (what 'auto' chose)."""
         return self.get(component).backend
 
-    def usage_summary(self) -> dict[str, Any]:
+    def usage_summary(self) -> UsageSummary:
         """Calls, cache hits, tokens, retries and errors: overall, by component and by model."""
         return self.tracker.summary()
 
     def models(self) -> dict[str, str]:
         """component -> `backend:model` of every LLM handed out so far (for the manifest)."""
         return {name: llm.slot.model_key for name, llm in sorted(self._llms.items())}
+
+    def http_routes(self) -> dict[str, dict[str, str]]:
+        """component -> URL, client and why, for every HTTP LLM handed out so far (for the manifest)."""
+        routes = {name: llm.slot.backend.route for name, llm in sorted(self._llms.items())}
+        return {name: route.record() for name, route in routes.items() if route is not None}
 
     async def aclose(self) -> None:
         """Close every backend and cache."""

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+
+from usersimcrs.core.json_types import JSON, JSONObject, JSONSchema
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _DECODER = json.JSONDecoder()
@@ -24,7 +25,7 @@ class StructuredOutputError(ValueError):
     """The completion holds no JSON value that satisfies the schema."""
 
 
-def parse_structured(text: str, schema: dict[str, Any]) -> Any:
+def parse_structured(text: str, schema: JSONSchema) -> JSON:
     """The first JSON value in `text` that validates against `schema`; StructuredOutputError if none."""
     if not text or not text.strip():
         raise StructuredOutputError("empty completion")
@@ -42,7 +43,7 @@ def parse_structured(text: str, schema: dict[str, Any]) -> Any:
     raise StructuredOutputError(f"JSON does not match schema: {first_problem}")
 
 
-def parse_or_close(text: str, schema: dict[str, Any], *, cut_off: bool) -> tuple[Any, bool]:
+def parse_or_close(text: str, schema: JSONSchema, *, cut_off: bool) -> tuple[JSON, bool]:
     """(value, closed): the first valid JSON value in `text`, else, when the answer was `cut_off` at its
     token cap, the cut-off value closed (`closed` True); the parse error when neither validates."""
     try:
@@ -56,7 +57,7 @@ def parse_or_close(text: str, schema: dict[str, Any], *, cut_off: bool) -> tuple
             raise exc from None  # the complete-answer reading's problem is the one worth reporting
 
 
-def close_truncated(text: str, schema: dict[str, Any]) -> Any:
+def close_truncated(text: str, schema: JSONSchema) -> JSON:
     """The JSON value begun in `text` and cut off, closed and checked against `schema`; raise if it fails."""
     from partial_json_parser import Allow, loads
 
@@ -75,18 +76,18 @@ def close_truncated(text: str, schema: dict[str, Any]) -> Any:
     return value
 
 
-def json_candidates(text: str) -> list[Any]:
+def json_candidates(text: str) -> list[JSON]:
     """Every top-level JSON object/array found in `text`, fenced blocks first, in order."""
     sources = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    found: list[Any] = []
+    found: list[JSON] = []
     for source in sources:
         found.extend(_scan(source))
     return found
 
 
-def _scan(source: str) -> list[Any]:
+def _scan(source: str) -> list[JSON]:
     """JSON objects/arrays decoded from each `{`/`[` that starts a complete value, left to right."""
-    values: list[Any] = []
+    values: list[JSON] = []
     index = 0
     while True:
         starts = [i for i in (source.find("{", index), source.find("[", index)) if i >= 0]
@@ -113,7 +114,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def _is_type(value: Any, name: str) -> bool:
+def _is_type(value: JSON, name: str) -> bool:
     if name == "integer":
         return (
             isinstance(value, int) and not isinstance(value, bool) or (isinstance(value, float) and value.is_integer())
@@ -123,7 +124,7 @@ def _is_type(value: Any, name: str) -> bool:
     return isinstance(value, _TYPES.get(name, (object,)))
 
 
-def validate(value: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
+def validate(value: JSON, schema: JSONSchema, path: str = "$") -> list[str]:
     """Problems found checking `value` against `schema` (empty when valid)."""
     if not isinstance(schema, dict) or not schema:
         return []
@@ -150,7 +151,7 @@ def validate(value: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
     return problems
 
 
-def _validate_number(value: Any, schema: dict[str, Any], path: str) -> list[str]:
+def _validate_number(value: JSON, schema: JSONSchema, path: str) -> list[str]:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return []
     problems = []
@@ -165,7 +166,7 @@ def _validate_number(value: Any, schema: dict[str, Any], path: str) -> list[str]
     return problems
 
 
-def _validate_sized(value: Any, schema: dict[str, Any], path: str) -> list[str]:
+def _validate_sized(value: JSON, schema: JSONSchema, path: str) -> list[str]:
     bounds = {"string": ("minLength", "maxLength"), "array": ("minItems", "maxItems")}
     kind = "string" if isinstance(value, str) else "array" if isinstance(value, list) else None
     if kind is None:
@@ -179,7 +180,7 @@ def _validate_sized(value: Any, schema: dict[str, Any], path: str) -> list[str]:
     return problems
 
 
-def _validate_object(value: dict[str, Any], schema: dict[str, Any], path: str) -> list[str]:
+def _validate_object(value: JSONObject, schema: JSONSchema, path: str) -> list[str]:
     problems = [f"{path}: missing required {key!r}" for key in schema.get("required", []) if key not in value]
     properties = schema.get("properties", {})
     for key, item in value.items():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterable
 
-from usersimcrs.core.usage import Usage, prefix_share
+from usersimcrs.core.usage import Usage, UsageSummary, prefix_share
 from usersimcrs.llm.base import Message
 
 PREFIX_COUNTERS = ("prompt_chars", "prefix_reused_chars")
@@ -116,7 +116,7 @@ class UsageTracker:
         out["prefix_reuse"] = prefix_share(out)
         return out
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> UsageSummary:
         """`{calls, cache_hits, prompt_tokens, completion_tokens, retries, errors, by_component, by_model}`;
         each component also has `prompt_chars`, `prefix_reused_chars` and `prefix_reuse` (their ratio).
         `repaired` (only when a reply needed it) counts the hostile values repaired, by kind."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Callable, ClassVar, Mapping, TypeVar
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.metrics.options import MetricOptions
+
+T = TypeVar("T")
 
 Value = float | int | str | None
 
@@ -24,7 +26,7 @@ class MetricContext:
     horizon: int = 1
     shared: SharedResources = field(default_factory=SharedResources)
 
-    def resource(self, key: str, factory: Callable[[], Any]) -> Any:
+    def resource(self, key: str, factory: Callable[[], T]) -> T:
         """A resource built once per command (e.g. a classifier), not per dialogue or per run; read-only."""
         return self.shared.get(("metrics", key), factory)
 
@@ -53,6 +55,11 @@ class MetricFamily:
     def kept_on_failure(self, metric: str) -> bool:
         """Whether `metric` stays defined on a conversation that did not happen (an outcome); default no."""
         return False
+
+    def kept_without_system_turn(self, metric: str) -> bool:
+        """Whether `metric` is measured on a conversation that ended, without an error, before any system
+        turn (a user who said one thing and left); default: the outcomes (`kept_on_failure`)."""
+        return self.kept_on_failure(metric)
 
     def per_conversation(self, dialogue: Dialogue, ctx: MetricContext) -> dict[str, Value]:
         """Metric name -> value for one conversation (None when undefined, e.g. no targets)."""

@@ -45,7 +45,8 @@ def compute_metrics(
     """Every registered (or selected) family on every dialogue (`resources`: the command's loaded models).
 
     On a conversation that did not happen (failed, or no system turn) only the families' outcome
-    metrics are kept (`MetricFamily.kept_on_failure`); the rest is missing, never a number that
+    metrics are kept (`MetricFamily.kept_on_failure`; on one that ended without an error before any
+    system turn, `kept_without_system_turn`: its length too); the rest is missing, never a number that
     describes a conversation nobody had. A family's `failure_outcomes` then fill such conversations
     where the set measures the metric elsewhere (success 0: a broken conversation did not succeed).
     """
@@ -59,6 +60,9 @@ def compute_metrics(
     rows = []
     turn_rows = []
     broken: list[dict[str, object]] = []
+    # per-turn curves end at the last turn any conversation reached: a configured horizon past it (the
+    # demo's 6 for a simulator with max_turns 3) would draw coverage carried over turns nobody had
+    reached = max((len(d.agent_turns) for d in dialogues), default=0)
     for dialogue in dialogues:
         row: dict[str, object] = {
             "conversation_id": dialogue.conversation_id,
@@ -71,14 +75,15 @@ def compute_metrics(
         if not took_place:
             broken.append(row)
         for family in families:
+            kept = family.kept_on_failure if dialogue.status == "failed" else family.kept_without_system_turn
             values = family.per_conversation(dialogue, ctx)
             if not took_place:
-                values = {m: (v if family.kept_on_failure(m) else None) for m, v in values.items()}
+                values = {m: (v if kept(m) else None) for m, v in values.items()}
             row.update(values)
             for metric, curve in family.per_turn(dialogue, ctx).items():
-                if not took_place and not family.kept_on_failure(metric):
+                if not took_place and not kept(metric):
                     continue
-                for turn, value in enumerate(curve, start=1):
+                for turn, value in enumerate(curve[:reached], start=1):
                     if value is not None:
                         turn_rows.append(
                             {

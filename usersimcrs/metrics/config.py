@@ -23,9 +23,9 @@ class MetricsConfig(BaseModel):
 def gate_messages(rates: dict[str, float | None], config: MetricsConfig) -> list[str]:
     """One line per exceeded threshold (empty when the run passes the gate or has no conversations)."""
     messages = []
-    failed, valid = rates.get("failed"), rates.get("valid")
-    if config.max_failure_rate is not None and failed is not None and failed > config.max_failure_rate:
-        messages.append(f"failure rate {failed:.1%} exceeds the allowed {config.max_failure_rate:.1%}")
+    errors, valid = rates.get("error"), rates.get("valid")
+    if config.max_failure_rate is not None and errors is not None and errors > config.max_failure_rate:
+        messages.append(f"error rate {errors:.1%} exceeds the allowed {config.max_failure_rate:.1%}")
     if valid is None and (config.max_failure_rate is not None or config.max_invalid_rate is not None):
         messages.append("no conversations to check")
     invalid = None if valid is None else 1.0 - valid

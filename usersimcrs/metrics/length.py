@@ -18,8 +18,12 @@ class LengthFamily(MetricFamily):
     name = "length"
 
     def kept_on_failure(self, metric: str) -> bool:
-        """Only the end reason: a conversation that did not happen has no length."""
+        """Only the end reason: a conversation that failed has no length."""
         return metric == "end_reason"
+
+    def kept_without_system_turn(self, metric: str) -> bool:
+        """All: a conversation that ended after one user utterance has 1 utterance and 0 system turns."""
+        return True
 
     def per_conversation(self, dialogue: Dialogue, ctx: MetricContext) -> dict[str, Value]:
         return {

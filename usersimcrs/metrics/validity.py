@@ -15,8 +15,8 @@ sensitivity check, never the headline).
 
 Flags (`FLAG_CHECKS`, one entry each; a new flag is one more entry):
 
-- ``failed``: the run recorded an error on it (status "failed"), whoever caused it;
-- ``crs_failed`` / ``simulator_failed`` / ``toolkit_failed``: the same, by the side that was running
+- ``error``: the run recorded an error on it (status "failed"), whoever caused it;
+- ``crs_error`` / ``simulator_error`` / ``toolkit_error``: the same, by the side that was running
   when it failed (recorded by the engine; older runs and imports: guessed from the error text);
 - ``too_short``: fewer than `min_utterances` utterances or `min_system_turns` system turns;
 - ``repetition_loop``: the same system text (case and spaces folded) at least `repeat_k` times;
@@ -32,6 +32,10 @@ Flags (`FLAG_CHECKS`, one entry each; a new flag is one more entry):
 
 A flag that could not be evaluated is None ("not checked"), never False. An unchecked flag never
 invalidates or excludes a conversation, and its rate is None over n = 0 checked conversations.
+
+Words: an *error* is a conversation the run recorded an error on (any side); a *CRS failure* is one
+that counts against the CRS: its errors, loops and empty replies (`crs_failure_breakdown`). Console,
+tables and reports use these words, so "errors 0" beside "CRS failures 12 (12 loops, 0 errors)" agree.
 """
 
 from __future__ import annotations
@@ -42,11 +46,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from usersimcrs.core.dialogue import FAILURE_SIDE, Dialogue
 from usersimcrs.core.generation import user_turn_kinds
 from usersimcrs.core.items import normalize_title
+from usersimcrs.core.wording import count_of
 from usersimcrs.metrics.targets import targets_of
 
 Side = Literal["crs", "simulator", "toolkit", "judge", "design", "any"]
@@ -65,6 +70,7 @@ class FlagSpec(BaseModel):
     meaning: str
     invalidating: bool = Field(False, description="by default, leaves the 'valid' subset")
     excluding: bool = Field(False, description="by default, leaves every subset (simulator or toolkit broke it)")
+    kind: str | None = Field(None, description="a CRS-side flag's word in the CRS-failure breakdown (singular)")
 
 
 @dataclass(frozen=True)
@@ -185,33 +191,62 @@ def user_turn_flags(dialogue: Dialogue) -> dict[str, bool | None]:
     return {"user_fallback": kinds["fallback"] > 0, "user_repaired": kinds["repaired"] > 0}
 
 
+TURN_COUNTS = ("user_turns_canned", "user_turns_labelled")
+"""Per-conversation columns: the LLM user's canned (fallback) turns and its turns with a generation label."""
+
+
+def user_turn_counts(dialogue: Dialogue) -> dict[str, int | None]:
+    """`user_turns_canned` and `user_turns_labelled` of one conversation; None for rule-based users (no labels)."""
+    kinds = user_turn_kinds(dialogue.utterances)
+    if not kinds["labelled"]:
+        return dict.fromkeys(TURN_COUNTS)
+    return {"user_turns_canned": kinds["fallback"], "user_turns_labelled": kinds["labelled"]}
+
+
+def canned_share(table: pd.DataFrame, metric: str | None = None) -> float | None:
+    """Share of the LLM user's turns that were canned, over the rows where `metric` has a value (every row
+    when None or not a column); None when no user turn is labelled (rule-based users, older tables)."""
+    if not set(TURN_COUNTS) <= set(table.columns):
+        return None
+    rows = table[table[metric].notna()] if metric is not None and metric in table else table
+    labelled = pd.to_numeric(rows["user_turns_labelled"], errors="coerce").sum()
+    if not labelled:
+        return None
+    return float(pd.to_numeric(rows["user_turns_canned"], errors="coerce").sum() / labelled)
+
+
 def _too_short(d: Dialogue, ctx: FlagContext) -> bool:
     return len(d.utterances) < ctx.options.min_utterances or len(d.agent_turns) < ctx.options.min_system_turns
 
 
 FLAG_CHECKS: tuple[FlagCheck, ...] = (
     FlagCheck(
-        FlagSpec(name="failed", side="any", meaning="the run recorded an error on it", invalidating=True),
+        FlagSpec(name="error", side="any", meaning="the run recorded an error on it", invalidating=True),
         lambda d, ctx: d.status == "failed",
     ),
     FlagCheck(
-        FlagSpec(name="crs_failed", side="crs", meaning="it failed inside the CRS (error, timeout, bad reply)"),
+        FlagSpec(
+            name="crs_error",
+            side="crs",
+            meaning="an error inside the CRS ended it (connector error, timeout, bad reply)",
+            kind="error",
+        ),
         lambda d, ctx: failure_side(d) == "crs",
     ),
     FlagCheck(
         FlagSpec(
-            name="simulator_failed",
+            name="simulator_error",
             side="simulator",
-            meaning="it failed inside the simulated user",
+            meaning="an error inside the simulated user ended it",
             excluding=True,
         ),
         lambda d, ctx: failure_side(d) == "simulator",
     ),
     FlagCheck(
         FlagSpec(
-            name="toolkit_failed",
+            name="toolkit_error",
             side="toolkit",
-            meaning="it failed outside CRS and simulator (setup, toolkit; unattributed errors of imports)",
+            meaning="an error outside CRS and simulator ended it (setup, toolkit; unattributed errors of imports)",
             excluding=True,
         ),
         lambda d, ctx: failure_side(d) == "toolkit",
@@ -229,12 +264,22 @@ FLAG_CHECKS: tuple[FlagCheck, ...] = (
     ),
     FlagCheck(
         FlagSpec(
-            name="repetition_loop", side="crs", meaning="the CRS said the same text repeat_k times", invalidating=True
+            name="repetition_loop",
+            side="crs",
+            meaning="the CRS said the same text repeat_k times",
+            invalidating=True,
+            kind="loop",
         ),
         lambda d, ctx: repetition_loop(d, ctx.options.repeat_k),
     ),
     FlagCheck(
-        FlagSpec(name="empty_reply", side="crs", meaning="a CRS turn had neither text nor items", invalidating=True),
+        FlagSpec(
+            name="empty_reply",
+            side="crs",
+            meaning="a CRS turn had neither text nor items",
+            invalidating=True,
+            kind="empty reply",
+        ),
         lambda d, ctx: empty_reply(d),
     ),
     FlagCheck(
@@ -277,6 +322,13 @@ FLAG_CHECKS: tuple[FlagCheck, ...] = (
 )
 FLAG_SPECS: dict[str, FlagSpec] = {c.spec.name: c.spec for c in FLAG_CHECKS}
 FLAGS = list(FLAG_SPECS)
+# the error flags' names before they were named errors (a config may still list them)
+RENAMED_FLAGS = {
+    "failed": "error",
+    "crs_failed": "crs_error",
+    "simulator_failed": "simulator_error",
+    "toolkit_failed": "toolkit_error",
+}
 SUMMARY_FLAGS = ["crs_failure", "excluded", "valid"]  # derived per-conversation columns with a rate
 
 
@@ -302,6 +354,14 @@ class ValidityOptions(BaseModel):
         default_factory=lambda: [s.name for s in FLAG_SPECS.values() if s.excluding],
         description="flags of what the simulator or toolkit broke: such conversations leave every subset",
     )
+
+    @field_validator("invalidating", "excluding", mode="before")
+    @classmethod
+    def _current_names(cls, value: Any) -> Any:
+        """Old error-flag names (`crs_failed`, ...) read as their current ones."""
+        return (
+            [RENAMED_FLAGS.get(f, f) if isinstance(f, str) else f for f in value] if isinstance(value, list) else value
+        )
 
     @model_validator(mode="after")
     def _known_flags_and_sides(self) -> ValidityOptions:
@@ -348,9 +408,11 @@ def flag_conversations(
             row[check.spec.name] = check.check(d, ctx)
         row["failure_side"] = failure_side(d)
         row["leaked"] = "; ".join(leakage_flag(d, simulator, options)[1])
+        row.update(user_turn_counts(d))
         row.update(derived_columns(row, options))
         rows.append(row)
-    columns = ["conversation_id", *FLAGS, "failure_side", "leaked", "crs_failure", "excluded", "exclusion", "valid"]
+    columns = ["conversation_id", *FLAGS, "failure_side", "leaked", *TURN_COUNTS, "crs_failure", "excluded"]
+    columns += ["exclusion", "valid"]
     table = pd.DataFrame(rows, columns=columns)
     return table.astype({flag: object for flag in FLAGS})
 
@@ -404,6 +466,21 @@ def flag_counts(flags: pd.DataFrame) -> dict[str, tuple[int, int]]:
         column = flags[flag] if flag in flags else pd.Series([], dtype=object)
         out[flag] = (int(is_set(column).sum()), int(is_checked(column).sum()))
     return out
+
+
+def crs_failure_breakdown(flags: pd.DataFrame) -> dict[str, int]:
+    """CRS failures by kind ('error', 'loop', 'empty reply' -> conversations), each CRS-side flag once;
+    a conversation that both looped and ended in an error is in both."""
+    return {
+        spec.kind or name: int(is_set(flags[name]).sum()) if name in flags else 0
+        for name, spec in FLAG_SPECS.items()
+        if spec.side == "crs"
+    }
+
+
+def crs_failure_text(flags: pd.DataFrame) -> str:
+    """'0 errors, 12 loops, 0 empty replies': the words of every CRS-failure label (console, tables, reports)."""
+    return ", ".join(count_of(n, kind) for kind, n in crs_failure_breakdown(flags).items())
 
 
 def flag_rates(flags: pd.DataFrame) -> dict[str, float | None]:

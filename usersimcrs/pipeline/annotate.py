@@ -2,22 +2,23 @@
 
 Calls are batched concurrently and cached; records that already carry the annotation are skipped,
 and an interrupted run resumes where it stopped. Provenance (model, backend, prompt version) is
-stored with every annotation; failures go to annotation_report.<task>.json.
+stored with every annotation; failures go to annotation_report.<task>.json. An LLM server that is
+down or refuses the key stops the command before the first call (`usersimcrs.llm.preflight`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from data_converters.augment.base import annotators
 from data_converters.augment.folder import ConvertedFolder
 from data_converters.augment.prompt_spec import labels_from_yaml, load_prompt
-from data_converters.augment.runner import annotate, report_path
+from data_converters.augment.runner import AnnotationReport, annotate, report_path
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.llm.config import LLMConfig
+from usersimcrs.llm.preflight import check_llms
 from usersimcrs.llm.provider import LLMProvider
 
 
@@ -36,12 +37,13 @@ class AnnotateRequest(BaseModel):
     intents: str | None = None
     slots: str | None = None
     overwrite: bool = False
+    preflight: bool = Field(default=True, description="check the LLM server answers and takes the key first")
 
 
 class AnnotateResult(BaseModel):
     """The annotation report and where it was written."""
 
-    report: Any
+    report: AnnotationReport
     report_path: Path
 
 
@@ -58,6 +60,8 @@ async def annotate_async(request: AnnotateRequest) -> AnnotateResult:
     llm = request.llm.model_copy(update={"max_concurrency": request.concurrency})
     provider = LLMProvider(llm)
     try:
+        if request.preflight:  # a server down or refusing the key: one line, nothing annotated
+            await check_llms(provider, ["annotate"])
         report = await annotate(
             folder,
             task,

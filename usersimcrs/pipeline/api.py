@@ -13,19 +13,24 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from crs_connectors.base import ConnectorConfig, CRSConnector
 from crs_connectors.inprocess import ObjectConfig, ObjectConnector
-from usersimcrs.config import RunConfig
+from usersimcrs.config import RunConfig, validate_section
 from usersimcrs.core.items import ItemCollection
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.core.run_folder import Run, RunFolder, load_run
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.engine.plugins import ConnectorFactory, RunPlugins, SimulatorFactory, connector_factory
 from usersimcrs.engine.plugins import simulator_factory as engine_simulator_factory
+from usersimcrs.engine.runner import build_context
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.config import LLMConfig
+from usersimcrs.pipeline.judge import JudgeRequest
+from usersimcrs.pipeline.judge import judge as judge_run
+from usersimcrs.pipeline.simulate import simulate_async as run_simulation
 from usersimcrs.runtime.context import RunContext
 from usersimcrs.simulators.base import SimulatorConfig, UserSimulator
 from usersimcrs.simulators.function import FunctionSimulator
@@ -34,6 +39,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.pipeline.judge import JudgeResult
 
 DEFAULT_DELIMITERS = {"genres": "|", "keywords": "|"}
+
+CRSArgument: TypeAlias = Any
+"""The `crs` of `simulate`: any of the forms the module docstring lists, told apart at run time (`crs_plugin`)."""
+
+SimulatorArgument: TypeAlias = Any
+"""The `simulator` of `simulate`: a registry name, a mapping, a simulator class or a user function
+(`simulator_plugin`)."""
 
 
 def LLM(backend: str = "auto", model: str | None = None, **options: Any) -> LLMConfig:  # noqa: N802 - reads as a type
@@ -50,7 +62,7 @@ def _label(obj: Any) -> str:
     return f"python:{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', type(target).__name__)}"
 
 
-def crs_plugin(crs: Any) -> tuple[dict[str, Any], ConnectorFactory | None]:
+def crs_plugin(crs: CRSArgument) -> tuple[ConfigSection, ConnectorFactory | None]:
     """The `crs:` section to record and, for Python objects, the factory that builds each connector."""
     if isinstance(crs, str):
         return {"type": crs}, None
@@ -71,7 +83,7 @@ def crs_plugin(crs: Any) -> tuple[dict[str, Any], ConnectorFactory | None]:
     )
 
 
-def simulator_plugin(simulator: Any) -> tuple[dict[str, Any], SimulatorFactory | None]:
+def simulator_plugin(simulator: SimulatorArgument) -> tuple[ConfigSection, SimulatorFactory | None]:
     """The `simulator:` section to record and, for Python objects, the factory of each simulator."""
     if isinstance(simulator, str):
         return {"type": simulator}, None
@@ -110,8 +122,8 @@ def _data_section(value: str | Path | dict[str, Any] | None, extra: dict[str, An
 
 def build_config(
     *,
-    crs_section: dict[str, Any],
-    simulator_section: dict[str, Any],
+    crs_section: ConfigSection,
+    simulator_section: ConfigSection,
     items: str | Path | dict[str, Any] | None,
     ratings: str | Path | dict[str, Any] | None,
     llm: LLMConfig | dict[str, Any] | None,
@@ -127,7 +139,6 @@ def build_config(
         data["ratings"] = ratings_section
     if llm is not None:
         data["llm"] = llm.model_dump(exclude_unset=True) if isinstance(llm, LLMConfig) else dict(llm)
-    from usersimcrs.config import validate_section
 
     config: RunConfig = validate_section(RunConfig, data, source="usersimcrs.simulate", prefix="simulate")
     return config
@@ -143,8 +154,8 @@ def default_output(name: str) -> Path:
 
 
 async def simulate_async(
-    crs: Any,
-    simulator: Any = "agenda",
+    crs: CRSArgument,
+    simulator: SimulatorArgument = "agenda",
     *,
     items: str | Path | ItemCollection | dict[str, Any] | None = None,
     ratings: str | Path | dict[str, Any] | None = None,
@@ -178,8 +189,6 @@ async def simulate_async(
         crs=crs_factory or connector_factory(crs_section, "usersimcrs.simulate"),
     )
     folder = Path(output) if output is not None else default_output(config.name)
-    from usersimcrs.engine.runner import build_context
-    from usersimcrs.pipeline.simulate import simulate_async as run_simulation
 
     context = build_context(config, folder)
     if collection is not None:
@@ -194,13 +203,14 @@ async def simulate_async(
             plugins=plugins,
             context=context,
             check_crs=crs_factory is None,
+            check_llms=crs_factory is None and simulator_factory is None,  # a Python object's LLMs are its own
         )
     finally:
         await context.aclose()
     return load_run(folder)
 
 
-def simulate(crs: Any, simulator: Any = "agenda", **kwargs: Any) -> Run:
+def simulate(crs: CRSArgument, simulator: SimulatorArgument = "agenda", **kwargs: Any) -> Run:
     """`simulate_async` for synchronous code (works inside a running event loop too)."""
     loop_kind = str(kwargs.get("event_loop", "auto"))
     return run_blocking(simulate_async(crs, simulator, **kwargs), loop_kind)
@@ -220,9 +230,6 @@ def judge(
     `include_invalid`, `concurrency`, `limit`, ...). Judgments are appended to `judgments.jsonl`
     and resume per (conversation, judge, criterion, model).
     """
-    from usersimcrs.pipeline.judge import JudgeRequest
-    from usersimcrs.pipeline.judge import judge as judge_run
-
     path = run.path if isinstance(run, Run) else Path(run)
     settings = LLMConfig.model_validate(llm) if isinstance(llm, dict) else llm
     result = judge_run(path, JudgeRequest(judge=judge, **options), llm=settings, models=models)

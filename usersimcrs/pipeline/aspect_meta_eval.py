@@ -4,7 +4,9 @@ Input: a converted corpus whose conversations carry per-aspect human ratings (`u
 crsarena-eval`), evaluators' predictions from run files or judgment files (``--judgments
 [NAME=]FILE``) and from the judgments stored in the corpus' runs, the surface baselines computed
 on the spot, and optionally the published figures (``baselines.json``), cited as published.
-Output: meta_eval.csv (one figure per row, best per column marked) and report.html.
+Conversations without a rating of the chosen aspects pair with nothing: counted per input
+(`AspectMetaEvalResult.left_out`). Output: meta_eval.csv (one figure per row, best per column
+marked), left_out.csv and report.html.
 """
 
 from __future__ import annotations
@@ -27,10 +29,24 @@ from usersimcrs.analysis.aspect_agreement import (
     pair,
     published_rows,
 )
+from usersimcrs.analysis.aspect_tables import (
+    CRS_IDENTITY,
+    SATISFACTION,
+    carries_ratings,
+    gold_table,
+    identity_predictions,
+    judgment_failures,
+    judgment_predictions,
+    satisfaction_predictions,
+    surface_predictions,
+)
+from usersimcrs.analysis.left_out import LEFT_OUT_CSV, LeftOut, left_out_table
 from usersimcrs.analysis.meta_eval import META_EVAL_CSV
+from usersimcrs.analysis.reference import read_judge_records
 from usersimcrs.core.crsarena_eval import BY_NAME, select_aspects
 from usersimcrs.errors import DataError, UserError
-from usersimcrs.pipeline.sources import load_sources
+from usersimcrs.judges.learned.model import load_model, trained_on
+from usersimcrs.pipeline.sources import RunSource, load_sources
 
 
 def judgment_spec(text: str) -> tuple[str | None, Path]:
@@ -43,8 +59,6 @@ def judgment_spec(text: str) -> tuple[str | None, Path]:
 
 def has_aspect_references(path: str | Path) -> bool:
     """Whether the conversations under `path` carry CRSArena-Eval aspect ratings (the aspect mode's input)."""
-    from usersimcrs.analysis.aspect_tables import carries_ratings
-
     return any(carries_ratings(d) for source in load_sources(path) for d in source.run.iter_dialogues())
 
 
@@ -67,18 +81,13 @@ def meta_eval_aspects(
     resamples: int = 1000,
     seed: int = 0,
     report: bool = True,
+    model: str | Path | None = None,
+    include_training: bool = False,
 ) -> AspectMetaEvalResult:
-    """Every evaluator's agreement with the human ratings, per aspect and group; see the module docstring."""
-    from usersimcrs.analysis.aspect_tables import (
-        SATISFACTION,
-        gold_table,
-        judgment_failures,
-        judgment_predictions,
-        satisfaction_predictions,
-        surface_predictions,
-    )
-    from usersimcrs.analysis.reference import read_judge_records
+    """Every evaluator's agreement with the human ratings, per aspect and group; see the module docstring.
 
+    `model`: a learned evaluator's model file; the conversations it was trained on are left out of every
+    figure (every evaluator's, so they stay comparable) unless `include_training`."""
     if resamples < 0:
         raise UserError("--resamples must be 0 or more")
     names = select_aspects(aspects if aspects is not None else "official")
@@ -86,10 +95,20 @@ def meta_eval_aspects(
     triples = [(d, s.crs, None) for s in sources for d in s.run.dialogues]
     dialogues = [d for d, _, _ in triples]
     gold = gold_table(triples, names)
+    trained = training_overlap(model, [d.conversation_id for d in dialogues])
+    if trained and not include_training:
+        gold = gold[~gold["conversation_id"].isin(trained)]
     if gold.empty:
         raise DataError(
-            f"{path}: no conversation carries a rating of {', '.join(names)}; convert a rated corpus first "
-            "(usersimcrs convert crsarena-eval)"
+            f"{path}: no conversation carries a rating of {', '.join(names)}"
+            + (" outside the model's training data" if trained and not include_training else "")
+            + "; convert a rated corpus first (usersimcrs convert crsarena-eval)"
+        )
+    identity = identity_predictions(gold) if baselines else None
+    left_out = unrated(sources, set(gold["conversation_id"]) | trained, names)
+    if trained and not include_training:
+        left_out.append(
+            LeftOut(source=str(model), reason=TRAINED_REASON, conversations=len(trained), of=len(dialogues))
         )
     groups = sorted(gold["group"].unique())
     if len(groups) > 1:
@@ -129,6 +148,7 @@ def meta_eval_aspects(
         add(SATISFACTION, "baseline", "DialogueKit 0.1.1 SVM classifier (1-5)", satisfaction, note=note)
         for name, table in surface_predictions(dialogues, names).items():
             add(name, "baseline", "surface feature", table)
+        add(CRS_IDENTITY, "baseline", "mean rating of the other conversations of the same CRS", identity)
 
     rows: list[AspectRow] = []
     for g_index, group in enumerate(groups):
@@ -147,7 +167,9 @@ def meta_eval_aspects(
                 if preds.empty:
                     continue
                 pairs = pair(gold_part[["conversation_id", "turn_ind", "system", "gold"]], preds)
-                rows += evaluator_rows(info.name, info.source, group, name, level, pairs, draws)
+                rows += evaluator_rows(
+                    info.name, info.source, group, name, level, pairs, draws, within_crs=info.name != CRS_IDENTITY
+                )
     if published is not None:
         rows += [r for r in published_rows(_read_published(published), {n: BY_NAME[n].level for n in names})
                  if r.group in groups]  # fmt: skip
@@ -161,13 +183,56 @@ def meta_eval_aspects(
         gold=gold[gold["group"] == groups[-1]].groupby("aspect").size().reindex(names, fill_value=0).to_dict(),
         n_conversations=len(dialogues),
         published_source=str(published) if published is not None else None,
-        notes=_notes(rows, evaluators, names),
+        notes=_notes(rows, evaluators, names) + training_notes(len(trained), len(dialogues), model, include_training),
         resamples=resamples,
         seed=seed,
+        in_training=len(trained) if model is not None else None,
+        training_included=include_training,
+        left_out=left_out,
     )
     if output is not None:
         write_aspect_meta_eval(result, output, report=report)
     return result
+
+
+TRAINED_REASON = "in the learned model's training data (--include-training keeps them)"
+
+
+def training_overlap(model: str | Path | None, conversation_ids: Sequence[str]) -> set[str]:
+    """The given conversations a learned model was trained on (empty without a model)."""
+    if model is None:
+        return set()
+
+    return set(trained_on(load_model(model), conversation_ids))
+
+
+def training_notes(trained: int, total: int, model: str | Path | None, included: bool) -> list[str]:
+    """What the figures do with the conversations a learned model was trained on, in words."""
+    if model is None:
+        return []
+    if not trained:
+        return [f"none of the {total} conversations is in the training data of {model}"]
+    if included:
+        return [
+            f"{trained} of {total} conversations are in the training data of {model} and are INCLUDED "
+            "(--include-training): figures on them are in-sample, not evidence of agreement"
+        ]
+    return [
+        f"{trained} of {total} conversations are in the training data of {model}: left out of every figure "
+        "(--include-training keeps them)"
+    ]
+
+
+def unrated(sources: Sequence[RunSource], rated: set[str], aspects: Sequence[str]) -> list[LeftOut]:
+    """Per input, the conversations that carry no rating of `aspects` (they pair with nothing)."""
+    out = []
+    for source in sources:
+        ids = [d.conversation_id for d in source.run.dialogues]
+        missing = sum(cid not in rated for cid in ids)
+        if missing:
+            reason = f"no human rating of {', '.join(aspects)}"
+            out.append(LeftOut(source=source.name, reason=reason, conversations=missing, of=len(ids)))
+    return out
 
 
 def _read_published(path: str | Path) -> dict[str, Any]:
@@ -211,8 +276,10 @@ def write_aspect_meta_eval(result: AspectMetaEvalResult, output: str | Path, *, 
     folder = Path(output)
     folder.mkdir(parents=True, exist_ok=True)
     result.table().to_csv(folder / META_EVAL_CSV, index=False)
-    files = [META_EVAL_CSV]
+    left_out_table(result.left_out).to_csv(folder / LEFT_OUT_CSV, index=False)
+    files = [META_EVAL_CSV, LEFT_OUT_CSV]
     if report:
+        # lazy: matplotlib only when a report is written
         from usersimcrs.report.meta_eval_report import build_aspect_report
 
         build_aspect_report(result).write(folder)

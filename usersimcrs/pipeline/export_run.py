@@ -11,7 +11,7 @@ are left out and counted.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from pydantic import BaseModel, Field
 
@@ -25,6 +25,7 @@ from usersimcrs.core.crsarena_eval import (
     write_run_file,
 )
 from usersimcrs.errors import DataError, UserError
+from usersimcrs.judges.base import JudgmentRecord
 from usersimcrs.pipeline.sources import load_sources
 
 
@@ -53,9 +54,9 @@ def parse_aspect_map(items: Sequence[str]) -> dict[str, str]:
 
 
 def _choose(
-    records: list[dict[str, Any]], judge: str | None, model: str | None, names: dict[str, str]
+    records: list[JudgmentRecord], judge: str | None, model: str | None, names: dict[str, str]
 ) -> tuple[str, str]:
-    def usable(r: dict[str, Any]) -> bool:
+    def usable(r: JudgmentRecord) -> bool:
         base, _ = split_score_name(str(r.get("name", "")))
         return canonical(base) in BY_NAME or base in names
 

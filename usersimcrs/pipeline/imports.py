@@ -13,7 +13,9 @@ silently, and writes what it did to ``import_report.json``.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -21,7 +23,9 @@ from pydantic import BaseModel, Field
 
 from usersimcrs.analysis.anchor_judgments import read_anchor_judgments
 from usersimcrs.core.dialogue import Dialogue
-from usersimcrs.core.dialoguekit_io import ActCounts, read_dialoguekit_report
+from usersimcrs.core.dialoguekit_io import ActCounts, DialogueKitRead, read_dialoguekit_report
+from usersimcrs.core.manifest import environment
+from usersimcrs.core.matrix_folder import CELL_SEPARATOR, MatrixFolder, cell_name
 from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.errors import DataError, UserError
 
@@ -177,35 +181,51 @@ class FileDialogue(NamedTuple):
     kept: bool
 
 
+Seen = dict[str, list[tuple[str, int, dict[str, Any]]]]
+"""conversation ID -> its occurrences so far: (file, position, content)."""
+
+
 def resolve_duplicates(
-    dialogues: list[Dialogue], mode: OnDuplicate, source: str
+    dialogues: list[Dialogue],
+    mode: OnDuplicate,
+    source: str,
+    *,
+    seen: Seen | None = None,
+    taken: set[str] | None = None,
 ) -> tuple[list[FileDialogue], DuplicateReport]:
     """Rename (`ID~2`, `ID~3`, ... in file order), skip or refuse later occurrences of a repeated ID.
 
     The first occurrence keeps its ID; a suffix already used by another dialogue is passed over.
-    Renamed dialogues keep the file's ID in `metadata["source_conversation_id"]`.
+    Renamed dialogues keep the file's ID in `metadata["source_conversation_id"]`. Several files made
+    into one matrix share `seen` (an ID of an earlier file is repeated here too) and `taken` (every
+    file's IDs), so conversation IDs stay unique over the whole matrix.
     """
     report = DuplicateReport(mode=mode)
-    taken = {d.conversation_id for d in dialogues}
-    seen: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    taken = taken if taken is not None else set()
+    taken.update(d.conversation_id for d in dialogues)
+    seen = seen if seen is not None else {}
+    repeated: set[str] = set()
     out: list[FileDialogue] = []
     for position, dialogue in enumerate(dialogues):
         cid = dialogue.conversation_id
         content = dialogue.model_dump(mode="json")
         earlier = seen.setdefault(cid, [])
         if not earlier:
-            earlier.append((position, content))
+            earlier.append((source, position, content))
             out.append(FileDialogue(position, cid, dialogue, True))
             continue
         if mode == "fail":
+            first_file, first_position, _ = earlier[0]
+            first = f"[{first_position}]" if first_file == source else f"{first_file}[{first_position}]"
             raise DataError(
-                f"{source}: conversation_id {cid!r} occurs more than once (dialogues [{earlier[0][0]}] and "
+                f"{source}: conversation_id {cid!r} occurs more than once (dialogues {first} and "
                 f"[{position}]); pass --on-duplicate rename or skip"
             )
-        exact = any(content == c for _, c in earlier)
+        exact = any(content == c for _, _, c in earlier)
         report.exact += exact
         report.differing += not exact
-        earlier.append((position, content))
+        repeated.add(cid)
+        earlier.append((source, position, content))
         if mode == "skip":
             report.skipped.append(SkippedId(conversation_id=cid, position=position, exact_duplicate=exact))
             out.append(FileDialogue(position, cid, dialogue, False))
@@ -220,7 +240,7 @@ def resolve_duplicates(
         )
         report.renamed.append(RenamedId(old=cid, new=new, position=position, exact_duplicate=exact))
         out.append(FileDialogue(position, cid, renamed, True))
-    report.repeated_ids = sum(len(v) > 1 for v in seen.values())
+    report.repeated_ids = len(repeated)
     return out, report
 
 
@@ -312,6 +332,54 @@ def _pair_by_id(
 # ---------------------------------------------------------------- the import
 
 
+class PreparedImport(NamedTuple):
+    """One file read, de-duplicated and joined, ready to be written as a run folder."""
+
+    dialogues: list[Dialogue]
+    judgments: list[dict[str, Any]]
+    report: ImportReport
+
+
+def prepare_import(
+    read: DialogueKitRead,
+    dialogues_file: str | Path,
+    output: str | Path,
+    *,
+    judgments_file: str | Path | None = None,
+    on_duplicate: OnDuplicate = "rename",
+    join_by: JoinBy = "id",
+    allow_unjoined: bool = False,
+    seen: Seen | None = None,
+    taken: set[str] | None = None,
+) -> PreparedImport:
+    """Resolve repeated IDs and join the judgments of one read file; nothing is written.
+
+    Raises UnjoinedJudgments when records would be dropped and `allow_unjoined` is off.
+    """
+    entries, duplicates = resolve_duplicates(read.dialogues, on_duplicate, str(dialogues_file), seen=seen, taken=taken)
+    dialogues = [e.dialogue for e in entries if e.kept]
+    join_report = None
+    joined: list[dict[str, Any]] = []
+    if judgments_file:
+        records = read_anchor_judgments(judgments_file)
+        joined, join_report = join_judgments(records, entries, join_by=join_by, source=str(judgments_file))
+        join_report.allow_unjoined = allow_unjoined
+        if join_report.dropped and not allow_unjoined:
+            raise UnjoinedJudgments(join_report)
+    report = ImportReport(
+        dialogues_file=str(dialogues_file),
+        output=str(output),
+        dialogues_read=len(read.dialogues),
+        dialogues_written=len(dialogues),
+        dialogues_failed=sum(d.status == "failed" for d in dialogues),
+        acts=read.acts,
+        repairs=read.repairs,
+        duplicates=duplicates,
+        judgments=join_report,
+    )
+    return PreparedImport(dialogues, joined, report)
+
+
 def import_run(
     dialogues_file: str | Path,
     output: str | Path,
@@ -333,33 +401,214 @@ def import_run(
     folder = RunFolder(output)
     if folder.has_run() and not overwrite:
         raise UserError(f"{folder.path} already holds a run; pass --overwrite to replace it")
-    read = read_dialoguekit_report(dialogues_file)
-    entries, duplicates = resolve_duplicates(read.dialogues, on_duplicate, str(dialogues_file))
-    dialogues = [e.dialogue for e in entries if e.kept]
-    join_report = None
-    joined: list[dict[str, Any]] = []
-    if judgments_file:
-        records = read_anchor_judgments(judgments_file)
-        joined, join_report = join_judgments(records, entries, join_by=join_by, source=str(judgments_file))
-        join_report.allow_unjoined = allow_unjoined
-        if join_report.dropped and not allow_unjoined:
-            raise UnjoinedJudgments(join_report)
-    report = ImportReport(
-        dialogues_file=str(dialogues_file),
-        output=str(output),
-        dialogues_read=len(read.dialogues),
-        dialogues_written=len(dialogues),
-        dialogues_failed=sum(d.status == "failed" for d in dialogues),
-        acts=read.acts,
-        repairs=read.repairs,
-        duplicates=duplicates,
-        judgments=join_report,
+    prepared = prepare_import(
+        read_dialoguekit_report(dialogues_file),
+        dialogues_file,
+        output,
+        judgments_file=judgments_file,
+        on_duplicate=on_duplicate,
+        join_by=join_by,
+        allow_unjoined=allow_unjoined,
     )
     with folder.lock("import"):
         if folder.has_run() and not overwrite:  # written by another command meanwhile
             raise UserError(f"{folder.path} already holds a run; pass --overwrite to replace it")
-        _write_run(folder, dialogues, joined, report, simulator=simulator, crs=crs)
-    return report
+        _write_run(folder, *prepared, simulator=simulator, crs=crs)
+    return prepared.report
+
+
+# ---------------------------------------------------------------- many files as one matrix
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+IMPORTED = "imported"
+
+
+class ImportedCell(BaseModel):
+    """One imported file as a matrix cell: its axis names, where they came from, and its import report."""
+
+    name: str
+    simulator: str
+    crs: str
+    dataset: str
+    names_from: dict[str, str] = Field(description="axis -> 'option', 'user id', 'agent id' or 'default'")
+    report: ImportReport
+
+
+class MatrixImportReport(BaseModel):
+    """What `usersimcrs import FILE... --matrix DIR` wrote: one cell per file (each with its import_report.json)."""
+
+    matrix: str
+    cells: list[ImportedCell]
+
+    def summary(self) -> str:
+        """The CLI's lines: one per cell, then the matrix."""
+        lines = [c.report.summary() for c in self.cells]
+        written = sum(c.report.dialogues_written for c in self.cells)
+        read = sum(c.report.dialogues_read for c in self.cells)
+        failed = sum(c.report.dialogues_failed for c in self.cells)
+        lines.append(
+            f"{self.matrix}: {len(self.cells)} cells from {len(self.cells)} files, {written} of {read} dialogues "
+            f"imported ({failed} failed); matrix.json written"
+        )
+        return "\n".join(lines)
+
+
+def cell_part(value: str) -> str:
+    """A name read from a file as a cell-name part: characters other than letters, digits, '.', '_' and
+    '-' become '-', and '__' (the cell separator) becomes '_' ('IAI MovieBot' -> 'IAI-MovieBot')."""
+    slug = re.sub(r"[^A-Za-z0-9_.\-]+", "-", value.strip())
+    slug = re.sub(r"_{2,}", "_", slug).strip("-_.")
+    return slug or IMPORTED
+
+
+def _given_name(value: str, flag: str) -> str:
+    if not _NAME.match(value) or CELL_SEPARATOR in value:
+        raise UserError(
+            f"{flag} {value!r}: use letters, digits, '.', '_' and '-' (no '__'), starting with a letter or digit"
+        )
+    return value
+
+
+def _cell_names(
+    read: DialogueKitRead, path: Path, *, simulator: str | None, crs: str | None, dataset: str | None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The file's cell axes (simulator, crs, dataset) and where each name came from.
+
+    Options win; else the simulator is the user id every dialogue shares (an exporting toolkit writes its
+    simulator's id there) or "imported", the CRS the agent id every dialogue shares, the dataset "imported".
+    """
+    names: dict[str, str] = {}
+    origin: dict[str, str] = {}
+    users = sorted({d.user_id for d in read.dialogues})
+    agents = sorted({d.agent_id for d in read.dialogues})
+    if simulator:
+        names["simulator"], origin["simulator"] = _given_name(simulator, "--simulator"), "option"
+    elif len(users) == 1:
+        names["simulator"], origin["simulator"] = cell_part(users[0]), "user id"
+    else:
+        names["simulator"], origin["simulator"] = IMPORTED, "default"
+    if crs:
+        names["crs"], origin["crs"] = _given_name(crs, "--crs"), "option"
+    elif len(agents) == 1:
+        names["crs"], origin["crs"] = cell_part(agents[0]), "agent id"
+    else:
+        shown = ", ".join(agents[:5]) + (", ..." if len(agents) > 5 else "")
+        raise UserError(f"{path}: dialogues of {len(agents)} CRSs ({shown}); pass --crs NAME or split the file")
+    if dataset:
+        names["dataset"], origin["dataset"] = _given_name(dataset, "--dataset"), "option"
+    else:
+        names["dataset"], origin["dataset"] = IMPORTED, "default"
+    return names, origin
+
+
+def import_matrix(
+    dialogues_files: Sequence[str | Path],
+    output: str | Path,
+    *,
+    judgments_files: Sequence[str | Path] = (),
+    simulator: str | None = None,
+    crs: str | None = None,
+    dataset: str | None = None,
+    overwrite: bool = False,
+    on_duplicate: OnDuplicate = "rename",
+    join_by: JoinBy = "id",
+    allow_unjoined: bool = False,
+) -> MatrixImportReport:
+    """Import several DialogueKit exports as one matrix: one cell per file, indexed by matrix.json.
+
+    Cell names come from the options or from each file (`_cell_names`); two files giving one cell are
+    refused. A conversation ID repeated across files is handled like one repeated within a file
+    (`on_duplicate`), so IDs are unique over the matrix. `judgments_files`, when given, pair with the
+    files in order. Every file is read and joined before anything is written.
+    """
+    paths = [Path(p) for p in dialogues_files]
+    if not paths:
+        raise UserError("give at least one DialogueKit JSON file")
+    if judgments_files and len(judgments_files) != len(paths):
+        raise UserError(
+            f"--judgments: give one judge file per dialogues file, in the same order "
+            f"({len(paths)} dialogues files, {len(judgments_files)} judge files)"
+        )
+    matrix = MatrixFolder(output)
+    _check_matrix_target(matrix, overwrite)
+    reads = [read_dialoguekit_report(p) for p in paths]
+    planned: dict[str, Path] = {}
+    cells: list[tuple[dict[str, str], dict[str, str]]] = []
+    for path, read in zip(paths, reads):
+        names, origin = _cell_names(read, path, simulator=simulator, crs=crs, dataset=dataset)
+        name = cell_name(names["simulator"], names["crs"], names["dataset"])
+        if name in planned:
+            how = ", ".join(f"{axis} from {source}" for axis, source in origin.items())
+            raise UserError(
+                f"{planned[name]} and {path} both make cell {name} ({how}); "
+                "import them into separate matrices, or join them into one file"
+            )
+        planned[name] = path
+        cells.append((names, origin))
+    seen: Seen = {}
+    taken = {d.conversation_id for read in reads for d in read.dialogues}
+    prepared = [
+        prepare_import(
+            read,
+            path,
+            matrix.cell_dir(cell_name(names["simulator"], names["crs"], names["dataset"])),
+            judgments_file=judgments_files[i] if judgments_files else None,
+            on_duplicate=on_duplicate,
+            join_by=join_by,
+            allow_unjoined=allow_unjoined,
+            seen=seen,
+            taken=taken,
+        )
+        for i, (path, read, (names, _)) in enumerate(zip(paths, reads, cells))
+    ]
+    result = MatrixImportReport(
+        matrix=str(output),
+        cells=[
+            ImportedCell(
+                name=cell_name(names["simulator"], names["crs"], names["dataset"]),
+                **names,
+                names_from=origin,
+                report=p.report,
+            )
+            for (names, origin), p in zip(cells, prepared)
+        ],
+    )
+    with matrix.lock("import"):
+        _check_matrix_target(matrix, overwrite)  # written by another command meanwhile
+        matrix.remove_converted_cells()
+        for cell, p in zip(result.cells, prepared):
+            folder = RunFolder(matrix.cell_dir(cell.name))
+            with folder.lock("import"):
+                _write_run(folder, *p, simulator=cell.simulator, crs=cell.crs)
+        matrix.write_cells_index(
+            matrix.path.name,
+            "import",
+            [
+                {
+                    "name": c.name,
+                    "simulator": c.simulator,
+                    "crs": c.crs,
+                    "dataset": c.dataset,
+                    "status": f"imported ({c.report.dialogues_written - c.report.dialogues_failed} ok, "
+                    f"{c.report.dialogues_failed} failed)",
+                    "source_file": c.report.dialogues_file,
+                }
+                for c in result.cells
+            ],
+        )
+    return result
+
+
+def _check_matrix_target(matrix: MatrixFolder, overwrite: bool) -> None:
+    """Refuse a folder that holds a simulated matrix, or an imported or converted one without `overwrite`."""
+    if not matrix.is_matrix():
+        return
+    if not matrix.written_from_files():
+        raise UserError(
+            f"{matrix.path} holds a simulated matrix (or cells without an import index); import into another folder"
+        )
+    if not overwrite:
+        raise UserError(f"{matrix.path} already holds a matrix; pass --overwrite to replace it")
 
 
 def _write_run(
@@ -371,8 +620,6 @@ def _write_run(
     simulator: str | None,
     crs: str | None,
 ) -> None:
-    from usersimcrs.core.manifest import environment
-
     agents = sorted({d.agent_id for d in dialogues})
     j = report.judgments
     manifest = {

@@ -8,6 +8,8 @@ holds the folder's writer lock; a file whose conversation IDs repeat is refused 
 matrix (simulated, or a converted human corpus such as CRSArena-Eval's) is judged cell by cell, each
 cell's judgments in its own folder, where `export-run` and `meta-eval` read them.
 
+Before the first call each LLM server the judge calls is preflighted (`usersimcrs.llm.preflight`): one
+that is down or refuses the key stops the judging with one line naming its URL, nothing written.
 A permanent LLM failure (refused key, unknown model, wrong URL) or a configuration error stops the
 whole judging at once with a `UserError` naming the model and server: rows already written stay,
 nothing is written for the conversations not judged. Transient failures are recorded per judgment
@@ -23,12 +25,32 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from usersimcrs.core.json_types import ConfigSection
+from usersimcrs.core.matrix_folder import MatrixFolder
+from usersimcrs.core.run_folder import RunFolder
+from usersimcrs.core.secrets import Secrets, scrubbing_logs
+from usersimcrs.core.storage import StorageError
 from usersimcrs.core.validation import validate
+from usersimcrs.engine.loop import run_blocking
+from usersimcrs.engine.progress import RunProgress
 from usersimcrs.errors import UserError
 from usersimcrs.judges.base import Judge, judges
-from usersimcrs.judges.estimate import PlannedModel
-from usersimcrs.judges.runner import JudgeUsage
+from usersimcrs.judges.components import expand_models_map, load_models_map
+from usersimcrs.judges.estimate import PlannedModel, estimate, model_namer, planned_models
+from usersimcrs.judges.runner import (
+    JudgeUsage,
+    judge_run,
+    load_judgments,
+    plan_run,
+    read_dialogues,
+    record_usage,
+    select,
+)
 from usersimcrs.llm.config import LLMConfig
+from usersimcrs.llm.failures import PermanentLLMError
+from usersimcrs.llm.preflight import check_llms
+from usersimcrs.llm.provider import LLMProvider
+from usersimcrs.runtime.context import RunContext
 
 JUDGE_NAMES_HELP = (
     "quality | core12 | pepper | persuasiveness | crsarena (CRSArena-Eval's aspects) | learned (the zero-LLM "
@@ -50,6 +72,10 @@ class JudgeRequest(BaseModel):
     include_invalid: bool = Field(default=False, description="also judge failed or too-short conversations")
     dedupe: bool = Field(default=False, description="judge the first line of a repeated conversation ID (else refuse)")
     dry_run: bool = Field(default=False, description="count calls and estimate tokens; call nothing")
+    as_if_unjudged: bool = Field(
+        default=False,
+        description="with dry_run: plan every conversation, judged or not (a pilot's cost per conversation)",
+    )
     concurrency: int = Field(default=4, description="conversations judged at once")
     limit: int | None = Field(default=None, description="judge at most this many conversations")
     max_attempts: int | None = Field(default=None, description="LLM calls per score before recording a failure")
@@ -59,6 +85,7 @@ class JudgeRequest(BaseModel):
     model: str | None = None
     base_url: str | None = None
     model_path: str | None = None
+    items: str | None = Field(default=None, description="--judge learned: the item catalogue, when moved")
     models_file: str | None = Field(default=None, description="YAML: component -> LLM settings (mixture of evaluators)")
     prompts: str | None = Field(default=None, description="YAML replacing keys of the judges' scaffolding texts")
     batch_aspects: bool = Field(default=False, description="score all aspects/factors of a conversation in one call")
@@ -74,6 +101,11 @@ class JudgeRequest(BaseModel):
         le=1.0,
         description="`judge` exits 3 when a larger share of the judgments asked for has no value (parse, range or "
         "LLM failures)",
+    )
+    preflight: bool = Field(
+        default=True,
+        description="before the first call, one GET shows each LLM server the judge calls answers and takes the key "
+        "(a server that cannot be used stops the judging with one line)",
     )
 
 
@@ -166,9 +198,9 @@ class JudgeResult(BaseModel):
         }
 
 
-def judge_options(request: JudgeRequest) -> dict[str, Any]:
+def judge_options(request: JudgeRequest) -> ConfigSection:
     """The judge's config section from the request (only the options given)."""
-    options: dict[str, Any] = {}
+    options: ConfigSection = {}
     if request.rubric:
         options["rubric"] = request.rubric
     if request.criteria:
@@ -206,7 +238,32 @@ def build_judge(request: JudgeRequest) -> Judge:
     options = judge_options(request)
     if not cls.uses_llm and request.model:  # a judge without an LLM reads --model as its model file
         options["model"] = request.model
+    if request.items:
+        options["items"] = request.items
     return cls(validate(cls.Config, options, source=f"judge {request.judge}", prefix="option"))
+
+
+def preflight_components(judge: Judge) -> list[str]:
+    """The LLM components a judge calls, whose servers are checked before its first call (none without an LLM)."""
+    return (judge.components() or ["default"]) if judge.uses_llm else []
+
+
+async def check_judge_llms(
+    request: JudgeRequest, run_config: dict[str, Any], *, checked: dict[Any, str] | None = None
+) -> list[str]:
+    """Preflight the LLM servers judging a run of `run_config` (a config as a manifest stores it) would call,
+    before that run exists (a matrix checks its judges before its first cell); returns the URLs checked."""
+    judge = build_judge(request)
+    if not request.preflight or not judge.uses_llm:
+        return []
+    models = load_models_map(request.models_file) if request.models_file else {}
+    provider = LLMProvider(
+        base_llm_config(request, {"config": run_config}), expand_models_map(models, judge.component_chains())
+    )
+    try:
+        return await check_llms(provider, preflight_components(judge), checked=checked)
+    finally:
+        await provider.aclose()
 
 
 def base_llm_config(request: JudgeRequest, manifest: dict[str, Any]) -> LLMConfig:
@@ -225,12 +282,11 @@ def base_llm_config(request: JudgeRequest, manifest: dict[str, Any]) -> LLMConfi
     return validate(LLMConfig, data, source="judge", prefix="llm")
 
 
-def _dry_run(judge: Judge, todo: list, request: JudgeRequest, provider: Any, context: Any) -> DryRunEstimate:
+def _dry_run(
+    judge: Judge, todo: list, request: JudgeRequest, provider: LLMProvider, context: RunContext
+) -> DryRunEstimate:
     """Every call a first attempt would make, counted, estimated and priced per model (debates as upper and
     lower bound)."""
-    from usersimcrs.judges.estimate import estimate, model_namer, planned_models
-    from usersimcrs.judges.runner import plan_run
-
     plan = plan_run(judge, todo, context)
     model_of, config_of = model_namer(provider)
     models = planned_models(plan, model_of, config_of, request.price)
@@ -266,11 +322,6 @@ async def judge_async(
     (component -> LLM settings) used instead of `request.models_file`; `progress` shows a bar on a
     terminal.
     """
-    from usersimcrs.core.matrix_folder import MatrixFolder
-    from usersimcrs.core.run_folder import RunFolder
-    from usersimcrs.core.secrets import Secrets, scrubbing_logs
-    from usersimcrs.judges.components import load_models_map
-
     matrix = MatrixFolder(run_dir)
     if matrix.is_matrix():  # a matrix (simulated, or a converted human corpus): every written cell in turn
         return await _judge_matrix(matrix, request, llm=llm, models=models, progress=progress)
@@ -288,7 +339,7 @@ async def judge_async(
 
 
 async def _judge_matrix(
-    matrix: Any,
+    matrix: MatrixFolder,
     request: JudgeRequest,
     *,
     llm: LLMConfig | None,
@@ -337,8 +388,8 @@ def _sum_planned(planned: list[PlannedModel]) -> PlannedModel:
 
 def _merge_dry_runs(estimates: list[DryRunEstimate]) -> DryRunEstimate:
     by_model: dict[str, list[PlannedModel]] = {}
-    for estimate in estimates:
-        for model, planned in estimate.models.items():
+    for e in estimates:
+        for model, planned in e.models.items():
             by_model.setdefault(model, []).append(planned)
     costs = [e.cost_usd for e in estimates]
     one_round = [e.debate_one_round for e in estimates if e.debate_one_round is not None]
@@ -392,18 +443,13 @@ def merge_results(results: list[JudgeResult], judgments_path: str) -> JudgeResul
 
 
 async def _judge_locked(
-    folder: Any,
+    folder: RunFolder,
     judge: Judge,
     request: JudgeRequest,
     config: LLMConfig,
     models: dict[str, dict[str, Any]],
     progress: bool,
 ) -> JudgeResult:
-    from usersimcrs.judges.components import expand_models_map
-    from usersimcrs.judges.runner import load_judgments, read_dialogues, select
-    from usersimcrs.llm.provider import LLMProvider
-    from usersimcrs.runtime.context import RunContext
-
     run_dir = folder.path
     provider = LLMProvider(config, expand_models_map(models, judge.component_chains()))
     try:
@@ -417,7 +463,7 @@ async def _judge_locked(
         todo, summary = select(
             read_dialogues(run_dir, "first" if request.dedupe else "refuse"),
             judge,
-            load_judgments(folder),
+            {} if request.dry_run and request.as_if_unjudged else load_judgments(folder),
             model_of,
             include_invalid=request.include_invalid,
         )
@@ -426,6 +472,8 @@ async def _judge_locked(
         if todo and not request.dry_run:
             for name in judge.all_names():  # builds every LLM it needs: a missing key stops here, before any call
                 model_of(name)
+            if request.preflight:  # a server down or refusing the key: one line, nothing written
+                await check_llms(provider, preflight_components(judge))
         result = JudgeResult(
             judge=judge.name,
             judgments_path=str(folder.judgments_path),
@@ -460,16 +508,10 @@ async def _judge_locked(
 
 async def _judge_todo(judge, todo, context, folder, summary, request: JudgeRequest, progress: bool) -> None:
     """Score `todo` with a progress bar; a permanent LLM failure stops everything as one `UserError`."""
-    from usersimcrs.engine.progress import RunProgress
-    from usersimcrs.judges.runner import judge_run, record_usage
-    from usersimcrs.llm.failures import PermanentLLMError
-
     bar = RunProgress(total=len(todo), enabled=progress, llms=context.llms, label=f"judge {judge.name}")
 
     def advance(dialogue, judgments) -> None:
         bar.advance(failed=any(j.value is None for j in judgments))
-
-    from usersimcrs.core.storage import StorageError
 
     failed = True
     try:
@@ -491,7 +533,8 @@ async def _judge_todo(judge, todo, context, folder, summary, request: JudgeReque
     finally:
         components = [*judge.component_chains(), f"judge.{judge.name}", *(f"judge.{n}" for n in judge.reused_judges())]
         try:
-            record_usage(folder, judge.name, summary, context.llms.usage_summary(), components)
+            llms = context.llms
+            record_usage(folder, judge.name, summary, llms.usage_summary(), components, llms.http_routes())
         except StorageError:
             if not failed:
                 raise  # otherwise the judging's own error (e.g. the disk filling up) is the one to report
@@ -506,6 +549,4 @@ def judge(
     progress: bool = False,
 ) -> JudgeResult:
     """Synchronous `judge_async` (inside a running event loop it runs on its own loop in a worker thread)."""
-    from usersimcrs.engine.loop import run_blocking
-
     return run_blocking(judge_async(run_dir, request, llm=llm, models=models, progress=progress))

@@ -7,6 +7,7 @@ so a misspelled judge spec is one line at the start instead of a failure after h
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -28,11 +29,14 @@ from usersimcrs.engine.matrix import (
     write_index,
 )
 from usersimcrs.engine.plugins import plugins_from_config
-from usersimcrs.engine.preflight import check_distinct
+from usersimcrs.engine.preflight import check_distinct, check_llms
+from usersimcrs.engine.runner import data_files, fallback_warnings
 from usersimcrs.errors import ConfigError, UserError
 from usersimcrs.metrics.config import MetricsConfig
-from usersimcrs.pipeline.judge import JudgeRequest, build_judge, judge_async
+from usersimcrs.pipeline.judge import JudgeRequest, build_judge, check_judge_llms, judge_async
 from usersimcrs.pipeline.score import score
+
+log = logging.getLogger("usersimcrs.data")
 
 
 class MatrixConfig(MatrixDesign):
@@ -80,25 +84,44 @@ async def evaluate_cell(cell: CellPlan, config: MatrixConfig, resources: SharedR
 
 
 async def run_matrix_async(
-    config: MatrixConfig, output_dir: str | Path, *, source: str | Path, progress: bool = True
+    config: MatrixConfig, output_dir: str | Path, *, source: str | Path, progress: bool = True, preflight: bool = True
 ) -> MatrixSummary:
     """Run (or resume) a matrix: cells, then judges and metrics per cell, then the matrix report.
 
-    Holds the matrix folder's writer lock throughout (each cell's run also holds the cell's).
+    Holds the matrix folder's writer lock throughout (each cell's run also holds the cell's). `preflight`:
+    check the CRSs and the LLM servers of the cells and judges before the first cell.
     """
     matrix = MatrixFolder(output_dir)
     with matrix.lock("matrix"):
-        return await _run_matrix_locked(config, matrix, source=source, progress=progress)
+        return await _run_matrix_locked(config, matrix, source=source, progress=progress, preflight=preflight)
+
+
+async def preflight_matrix(config: MatrixConfig, cells: list[CellPlan], source: str | Path) -> None:
+    """Before the first cell: every CRS the cells to run talk to, the LLM servers their simulators and CRSs
+    call and those of the judges (each server once); one that cannot be used stops the matrix with one line."""
+    await check_distinct([(cell.config.crs, cell.name) for cell in cells])
+    checked: dict = {}
+    for cell in cells:
+        await check_llms(cell.config, source=f"{source}: cell {cell.name}", checked=checked)
+        for spec in config.judges:
+            await check_judge_llms(spec, cell.config.model_dump(mode="json"), checked=checked)
 
 
 async def _run_matrix_locked(
-    config: MatrixConfig, matrix: MatrixFolder, *, source: str | Path, progress: bool
+    config: MatrixConfig, matrix: MatrixFolder, *, source: str | Path, progress: bool, preflight: bool = True
 ) -> MatrixSummary:
     output_dir = matrix.path
     resources = SharedResources()  # the cells, their scoring and the report read each item file once
     cells = plan_matrix(config, output_dir, source)
-    # an unreachable CRS stops the matrix with one line before any cell runs
-    await check_distinct([(cell.config.crs, cell.name) for cell in cells if not is_complete(cell)])
+    to_run = [cell for cell in cells if not is_complete(cell)]
+    for line in dict.fromkeys(line for cell in to_run for line in fallback_warnings(data_files(cell.config))):
+        log.warning(line)  # once per data file, not once per cell
+    if preflight:  # an unreachable CRS or LLM server stops the matrix with one line before any cell runs
+        await preflight_matrix(config, to_run, source)
+    else:  # nor when its cells are judged
+        config = config.model_copy(
+            update={"judges": [s.model_copy(update={"preflight": False}) for s in config.judges]}
+        )
     judges = [spec.model_dump(exclude_defaults=True) for spec in config.judges]
     summary = MatrixSummary(output_dir=output_dir)
     started = time.perf_counter()
@@ -116,6 +139,7 @@ async def _run_matrix_locked(
     summary.wall_s = time.perf_counter() - started
     write_index(output_dir, config, cells, summary, judges)
     if config.report and finished:
+        # lazy: matplotlib only when a report is written
         from usersimcrs.report.matrix_report import build_matrix_report
 
         # every written cell was scored with config.metrics just above: the report reads those tables
@@ -124,12 +148,17 @@ async def _run_matrix_locked(
     return summary
 
 
-def run_matrix(path: str | Path, output_dir: str | Path | None = None, *, progress: bool = True) -> MatrixSummary:
-    """Load a matrix YAML and run it into `output_dir` (default runs/<name>); works inside a running loop too."""
+def run_matrix(
+    path: str | Path, output_dir: str | Path | None = None, *, progress: bool = True, preflight: bool = True
+) -> MatrixSummary:
+    """Load a matrix YAML and run it into `output_dir` (default runs/<name>); works inside a running loop too.
+    `preflight=False` skips the checks of the CRSs and LLM servers before the first cell."""
     config = load_matrix_config(path)
     output = Path(output_dir) if output_dir is not None else Path("runs") / config.name
     cells_loop = config.base.event_loop
-    return run_blocking(run_matrix_async(config, output, source=path, progress=progress), cells_loop)
+    return run_blocking(
+        run_matrix_async(config, output, source=path, progress=progress, preflight=preflight), cells_loop
+    )
 
 
 __all__ = ["MatrixConfig", "evaluate_cell", "load_matrix_config", "plan_matrix", "run_matrix", "run_matrix_async"]

@@ -7,13 +7,21 @@ precision/recall/F1 are computed, micro- and macro-averaged.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from usersimcrs.core.dialogue import AGENT, Dialogue
+from usersimcrs.core.dialoguekit_io import read_dialoguekit
+from usersimcrs.core.items import ItemCollection
+from usersimcrs.core.usage import UsageSummary
 from usersimcrs.engine.loop import run_blocking
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.provider import LLMProvider
+from usersimcrs.simulators.agenda.nlu.base import NLUSettings, nlu_components
+from usersimcrs.simulators.agenda.nlu.evaluation import load_label_map, score_intents
+from usersimcrs.simulators.agenda.policy.domain import Domain, domain_from_items, load_domain
+from usersimcrs.simulators.agenda.policy.interaction_model import load_interaction_model
 
 
 class NLUEvalRequest(BaseModel):
@@ -33,16 +41,32 @@ class NLUEvalRequest(BaseModel):
     llm: LLMConfig = Field(default_factory=LLMConfig)
 
 
-async def nlu_eval_async(request: NLUEvalRequest) -> dict[str, Any]:
-    """Run the NLU over every annotated AGENT utterance of `request.dialogues` and score it."""
-    from usersimcrs.core.dialogue import AGENT, Dialogue
-    from usersimcrs.core.dialoguekit_io import read_dialoguekit
-    from usersimcrs.core.items import ItemCollection
-    from usersimcrs.simulators.agenda.nlu.base import NLUSettings, nlu_components
-    from usersimcrs.simulators.agenda.nlu.evaluation import load_label_map, score_intents
-    from usersimcrs.simulators.agenda.policy.domain import Domain, domain_from_items, load_domain
-    from usersimcrs.simulators.agenda.policy.interaction_model import load_interaction_model
+class IntentRow(TypedDict):
+    """One intent's scores in the report (`support`: its gold occurrences)."""
 
+    intent: str
+    precision: float
+    recall: float
+    f1: float
+    support: int
+
+
+class NLUEvalReport(TypedDict):
+    """What `nlu_eval` returns and `usersimcrs nlu-eval` prints (as a table, or as this JSON)."""
+
+    dialogues: str
+    nlu: str
+    utterances: int
+    micro: dict[str, float]
+    macro: dict[str, float]
+    exact_match: float
+    per_intent: list[IntentRow]
+    dropped: int
+    llm_usage: NotRequired[UsageSummary]  # the LLM NLU's calls and tokens
+
+
+async def nlu_eval_async(request: NLUEvalRequest) -> NLUEvalReport:
+    """Run the NLU over every annotated AGENT utterance of `request.dialogues` and score it."""
     dialogues = read_dialoguekit(request.dialogues)
     labels = load_label_map(request.labels)
     items = (
@@ -86,7 +110,7 @@ async def nlu_eval_async(request: NLUEvalRequest) -> dict[str, Any]:
         if provider is not None:
             await provider.aclose()
     report = score_intents(gold, predicted)
-    out: dict[str, Any] = {
+    out: NLUEvalReport = {
         "dialogues": request.dialogues,
         "nlu": request.nlu + (" (structured)" if request.structured else ""),
         "utterances": report.utterances,
@@ -104,6 +128,6 @@ async def nlu_eval_async(request: NLUEvalRequest) -> dict[str, Any]:
     return out
 
 
-def nlu_eval(request: NLUEvalRequest) -> dict[str, Any]:
+def nlu_eval(request: NLUEvalRequest) -> NLUEvalReport:
     """`nlu_eval_async` from synchronous code (also inside a running event loop)."""
     return run_blocking(nlu_eval_async(request))

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from usersimcrs.core.bundled import bundled_dir
-from usersimcrs.engine.matrix import MatrixSummary
+from usersimcrs.engine.matrix import MatrixSummary, plan_cells
+from usersimcrs.engine.runner import data_files
 from usersimcrs.llm.embedded_model import require_local_extra
-from usersimcrs.pipeline.matrix import run_matrix
+from usersimcrs.pipeline.matrix import load_matrix_config, run_matrix
 
 DEMO_CONFIG = "demo.yaml"
 
@@ -25,10 +26,6 @@ def demo_config() -> Path:
 def demo_data_files(output: str | Path = "runs/demo") -> dict[str, dict[str, str]]:
     """Which item and ratings files the demo uses: `{items: {path, used}, ratings: ...}`, `used` being
     `path` (the MovieLens-25m sample in ../shared/data) or `fallback_path` (the bundled 40-movie sample)."""
-    from usersimcrs.engine.matrix import plan_cells
-    from usersimcrs.engine.runner import data_files
-    from usersimcrs.pipeline.matrix import load_matrix_config
-
     config = load_matrix_config(demo_config())
     return data_files(plan_cells(config, output, demo_config())[0].config)
 

@@ -21,6 +21,7 @@ def report(
     seed: int = 0,
     dedupe: bool = False,
     human_agreement: Mapping[str, Sequence[HumanAgreement]] | None = None,
+    learned_model: str | Path | None = None,
 ) -> Path:
     """Write report.html (+ tables and plots) for a run or a matrix; returns the page's path.
 
@@ -29,15 +30,29 @@ def report(
     refused with the count unless `dedupe` (keep the first line of each ID). `human_agreement` maps
     an evaluator (a metric or '<judge>:<name>') to its measured agreement with human judgments (the
     meta-evaluation's figures), shown beside its scores; without it the figures measured in this
-    project are shown and every other evaluator reads "not measured".
+    project are shown and every other evaluator reads "not measured". `learned_model`: a learned
+    evaluator's model file; the report then shows each CRS's predicted dialogue_overall beside its success,
+    with the model's agreement on CRSs it never saw.
     """
     path = folder.path if isinstance(folder, Run) else Path(folder)
     if is_matrix_dir(path):
+        # lazy: matplotlib only when a report is written
         from usersimcrs.report.matrix_report import build_matrix_report
 
-        return build_matrix_report(path, config=config, metrics=metrics, seed=seed, human_agreement=human_agreement)
-    from usersimcrs.report.run_report import build_run_report
+        return build_matrix_report(
+            path,
+            config=config,
+            metrics=metrics,
+            seed=seed,
+            human_agreement=human_agreement,
+            learned_model=learned_model,
+        )
+    from usersimcrs.report.run_report import build_run_report  # lazy: matplotlib only when a report is written
 
     return build_run_report(
-        folder if isinstance(folder, Run) else path, config, dedupe=dedupe, human_agreement=human_agreement
+        folder if isinstance(folder, Run) else path,
+        config,
+        dedupe=dedupe,
+        human_agreement=human_agreement,
+        learned_model=learned_model,
     )

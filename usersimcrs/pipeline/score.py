@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from usersimcrs.analysis.run_metrics import evaluate, write_metrics
+from usersimcrs.config import read_yaml, validate_section
 from usersimcrs.core.run_folder import Run, load_run
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.metrics.config import MetricsConfig, gate_messages
@@ -36,8 +37,6 @@ class Scores:
 
 def load_metrics_config(path: str | Path | None) -> MetricsConfig:
     """The `metrics:` section of a YAML file (defaults when no file is given); errors name the file and key."""
-    from usersimcrs.config import read_yaml, validate_section
-
     data = (read_yaml(path).get("metrics") or {}) if path else {}
     config: MetricsConfig = validate_section(MetricsConfig, data, source=str(path or "metrics"), prefix="metrics")
     return config

@@ -1,12 +1,13 @@
 """Simulate: preflight the CRS, run (or resume) the conversations, summarise what failed and why.
 
 `simulate_async` / `simulate` are what `usersimcrs run` calls; the CLI only parses and prints.
-A CRS that cannot be reached raises `UserError` before any conversation is written; a run whose
+A CRS or an LLM server that cannot be reached raises `UserError` before any conversation is written; a run whose
 failed share exceeds `max_failed_share` is fully written and flagged (`exceeds_failed_share`).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,11 @@ from usersimcrs.core.run_folder import RunFolder, load_run
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.engine import preflight
 from usersimcrs.engine.loop import run_blocking
-from usersimcrs.engine.plugins import RunPlugins
-from usersimcrs.engine.runner import run_async
+from usersimcrs.engine.plugins import RunPlugins, plugins_from_config
+from usersimcrs.engine.runner import data_files, fallback_warnings, run_async
 from usersimcrs.runtime.context import RunContext
+
+log = logging.getLogger("usersimcrs.data")
 
 
 class SimulationResult(BaseModel):
@@ -53,19 +56,28 @@ async def simulate_async(
     overwrite: bool = False,
     keep_failed: bool = False,
     check_crs: bool = True,
+    check_llms: bool = True,
     source: str = "config",
     plugins: RunPlugins | None = None,
     context: RunContext | None = None,
     report: bool = False,
 ) -> SimulationResult:
-    """Preflight the CRS (unless `check_crs` is False), run into `output`, summarise failures.
+    """Preflight the CRS and the LLM servers the run calls (unless `check_crs` / `check_llms` is False),
+    run into `output`, summarise failures.
 
     `plugins` and `context` let the public API pass Python objects (a CRS instance, an item
     collection) instead of registry names and file paths (the caller turns `check_crs` off for a CRS object).
     """
     output = Path(output)
+    if plugins is None:  # every plug-in option is checked before anything is written
+        plugins = plugins_from_config(config, source)
+    if context is None:  # the data files the config names (a context given by the API brings its own)
+        for line in fallback_warnings(data_files(config)):
+            log.warning(line)
     if check_crs:
-        await preflight.check_crs(config.crs, source=source, run_seed=config.seed)
+        await preflight.check_crs(config.crs, source=source, run_seed=config.seed, overrides=config.overrides)
+    if check_llms:
+        await preflight.check_llms(config, source=source)
     # the run, its scoring and its report read the item file once
     resources = context.resources if context is not None else SharedResources()
     summary = await run_async(
@@ -82,7 +94,8 @@ async def simulate_async(
     failures = summarize_failures_file(RunFolder(output).dialogues_path)
     report_path = None
     if report:  # metrics first, so the report shows them as `usersimcrs metrics` computes them
-        from usersimcrs.pipeline.report import report as write_report  # pandas & co only when asked
+        # lazy: pandas & co only when the run's metrics and report are asked for
+        from usersimcrs.pipeline.report import report as write_report
         from usersimcrs.pipeline.score import score
 
         score(output, resources=resources)

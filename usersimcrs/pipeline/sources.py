@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from data_converters.base import ConversionReport
+from data_converters.writer import REPORT
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import Duplicates, Run, RunFolder, load_run
 from usersimcrs.core.shared_resources import SharedResources
@@ -23,6 +25,20 @@ class RunSource:
     crs: str | None
     simulator: str | None
     run: Run
+
+
+def empty_conversion(path: Path) -> str | None:
+    """The one line for a converted corpus or export that holds no conversation (a studio export before
+    anyone finished a conversation); None when `path` holds no conversion report."""
+    try:
+        report = ConversionReport.model_validate_json((path / REPORT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    read = sum(report.counts_in.values())
+    return (
+        f"{path}: no conversations exported yet ({REPORT} of '{report.dataset}': {read} records read, "
+        "no conversation written); export again once conversations are finished"
+    )
 
 
 def load_sources(
@@ -48,7 +64,8 @@ def load_sources(
         folder = RunFolder(path)
         if not folder.has_dialogues():
             raise DataError(
-                f"{path}: neither a run folder ({folder.dialogues_path.name}) nor a matrix (an index or cells/)"
+                empty_conversion(path)
+                or f"{path}: neither a run folder ({folder.dialogues_path.name}) nor a matrix (an index or cells/)"
             )
         run = load_run(path, duplicates=duplicates, resources=resources)
         sources = [RunSource(run.name, run.crs, run.simulator, run)]

@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from usersimcrs.analysis.fidelity import ACCEPT_CUES, NUMERIC_FEATURES, REJECT_CUES
+from usersimcrs.analysis.fidelity import (
+    ACCEPT_CUES,
+    CONTEXT,
+    NUMERIC_FEATURES,
+    REJECT_CUES,
+    baseline_verdict,
+    readings_text,
+)
+from usersimcrs.analysis.left_out import left_out_sentence
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
 
@@ -24,13 +32,31 @@ def add_fidelity_section(report: Report, result: FidelityResult, features: pd.Da
         f"seed {result.seed}. KS 0 = same distribution, 1 = disjoint; Wasserstein in the feature's unit; "
         "discriminator AUC 0.5 = simulated users cannot be told from humans."
     )
+    left_out = left_out_sentence(result.left_out)
+    if left_out is not None:  # compared: completed conversations only; the rest is named with its reason
+        report.text(left_out, note=True)
     smallest = min([result.n_human] + [r.n_simulated for r in result.rows if r.statistic == "discriminator_auc"])
     if smallest < 30:
         report.text(
             f"As few as {smallest} conversations on one side (human: {result.n_human}): every CI here is wide.",
             note=True,
         )
-    report.table("fidelity", table, caption="Distances between simulated and human conversations")
+    context = baseline_verdict(result.baselines)
+    if context:
+        report.text(
+            f"{context}. An AUC near a context baseline's says little more than that the setting differs: human "
+            "populations that differ only in whom they talked to, or in how their corpus was collected, are told "
+            "apart this well by the same features."
+        )
+    for simulator in result.groups:
+        for line in readings_text(result.readings, simulator):
+            report.text(line)
+    report.table(
+        "fidelity",
+        table,
+        caption=f"Distances between simulated and human conversations; rows '{CONTEXT}A vs B' compare two human "
+        "populations (the context baselines)",
+    )
     disc = table[(table["statistic"] == "discriminator_auc") & table["value"].notna()]
     if not disc.empty:
         report.plot(
@@ -42,14 +68,14 @@ def add_fidelity_section(report: Report, result: FidelityResult, features: pd.Da
                 low="ci_low",
                 high="ci_high",
                 xlabel="ROC AUC",
-                title="Can a classifier tell simulated from human conversations?",
+                title="Simulated vs human, and human vs human",
                 reference=0.5,
             ),
             caption="Cross-validated discriminator AUC with CI (dashed: 0.5, indistinguishable)",
         )
-    ks = table[(table["statistic"] == "ks") & table["value"].notna()].assign(
-        label=lambda t: t["simulator"] + " · " + t["feature"]
-    )
+    ks = table[
+        (table["statistic"] == "ks") & table["value"].notna() & ~table["simulator"].str.startswith(CONTEXT)
+    ].assign(label=lambda t: t["simulator"] + " · " + t["feature"])
     if not ks.empty:
         report.plot(
             "ks_distances",

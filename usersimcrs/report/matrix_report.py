@@ -28,15 +28,18 @@ from usersimcrs.analysis.compare import (
 from usersimcrs.analysis.ranking import agreement_matrix
 from usersimcrs.analysis.summary import item_coverage
 from usersimcrs.core.dialogue import Dialogue
+from usersimcrs.core.generation import canned_mark
 from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.core.run_folder import load_run
 from usersimcrs.core.shared_resources import SharedResources
+from usersimcrs.core.wording import count_of, plural
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.metrics.item_resolution import is_item_metric
-from usersimcrs.metrics.validity import is_set, subset_masks
+from usersimcrs.metrics.validity import canned_share, crs_failure_breakdown, is_set, subset_masks
 from usersimcrs.report import plots
 from usersimcrs.report.evaluators import EVALUATORS, HumanAgreement, evaluator_table
 from usersimcrs.report.html import Report
+from usersimcrs.report.learned import add_learned_section
 from usersimcrs.report.sections import (
     TRANSCRIPT_TURNS,
     add_judgment_sections,
@@ -45,7 +48,7 @@ from usersimcrs.report.sections import (
     failure_reasons,
     transcript_table,
 )
-from usersimcrs.report.tables import write_table
+from usersimcrs.report.tables import p_value_text, write_table
 
 MOSTLY_UNRESOLVED = 0.5  # an item metric over a cell where at least this share of items is unresolved is marked
 SUBSET_TEXT = {
@@ -55,9 +58,9 @@ SUBSET_TEXT = {
 
 
 def write_comparison(folder: str | Path, comparison: Comparison) -> list[Path]:
-    """CSV + Markdown of the four comparison tables in `folder`."""
+    """CSV + Markdown of the comparison tables in `folder` (means, ranks, agreement, significance, power)."""
     paths = []
-    for name in ("means", "ranks", "agreement", "significance"):
+    for name in ("means", "ranks", "agreement", "significance", "power"):
         paths += write_table(getattr(comparison, name), folder, name)
     return paths
 
@@ -92,8 +95,6 @@ def cells_table(table: pd.DataFrame) -> pd.DataFrame:
         _counted=masks["all"],
         _valid=masks["valid"],
         _crs=is_set(table["crs_failure"]) if "crs_failure" in table else False,
-        _loop=is_set(table["repetition_loop"]) if "repetition_loop" in table else False,
-        _crs_failed=is_set(table["crs_failed"]) if "crs_failed" in table else False,
     )
     rows = []
     for (dataset, simulator, crs), part in data.groupby(["dataset", "simulator", "crs"]):
@@ -107,8 +108,7 @@ def cells_table(table: pd.DataFrame) -> pd.DataFrame:
                 "conversations": len(part),
                 "counted (all)": counted,
                 "CRS failures": int(part["_crs"].sum()),
-                "of them failed": int(part["_crs_failed"].sum()),
-                "of them loops": int(part["_loop"].sum()),
+                **{f"of them {plural(kind)}": n for kind, n in crs_failure_breakdown(part).items()},
                 "excluded": len(part) - counted,
                 "excluded because": ", ".join(f"{r} ({int(n)})" for r, n in reasons.items()),
                 "valid": int(part["_valid"].sum()),
@@ -117,19 +117,38 @@ def cells_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _mean_label(mean: float, n: int, unresolved: float | None = None) -> str:
-    """'0.600 (n=20)', '– (n=0)'; an item metric over mostly unresolved items says so."""
+def _mean_label(mean: float, n: int, unresolved: float | None = None, canned: float | None = None) -> str:
+    """'0.600 (n=20)', '– (n=0)'; an item metric over mostly unresolved items, and a value over mostly canned
+    user turns, say so."""
     value = "–" if pd.isna(mean) else f"{mean:.3f}"
     mark = ""
     if unresolved is not None and not pd.isna(unresolved) and unresolved >= MOSTLY_UNRESOLVED:
         mark = f" ⚠ {unresolved:.0%} items unresolved"
-    return f"{value} (n={int(n)}){mark}"
+    return f"{value} (n={int(n)}){mark}{canned_mark(canned)}"
 
 
 def _rank_label(rank: float, note: str) -> str:
     """'1', '2.5', '–' for no value, with the note in brackets: '1 (n<10; CI overlaps next)'."""
     value = "–" if pd.isna(rank) else (str(int(rank)) if float(rank).is_integer() else f"{rank:g}")
     return f"{value} ({note})" if note else value
+
+
+def _counted_by_cell(table: pd.DataFrame | None) -> dict[tuple[str, str, str], pd.DataFrame]:
+    """The conversations of each (dataset, simulator, crs) cell counted in 'all'."""
+    if table is None or table.empty:
+        return {}
+    counted = table[subset_masks(table)["all"]]
+    return {key: part for key, part in counted.groupby(["dataset", "simulator", "crs"])}
+
+
+def canned_cells(table: pd.DataFrame) -> list[tuple[str, float]]:
+    """('simulator · crs', share) of the cells where most of the LLM user's turns were canned fallbacks."""
+    out = []
+    for (dataset, simulator, crs), part in _counted_by_cell(table).items():
+        share = canned_share(part)
+        if share is not None and canned_mark(share):
+            out.append((f"{simulator} · {crs}" + (f" · {dataset}" if table["dataset"].nunique() > 1 else ""), share))
+    return out
 
 
 def _coverage_by_cell(table: pd.DataFrame | None) -> pd.DataFrame:
@@ -151,12 +170,16 @@ def wide_means(comparison: Comparison, table: pd.DataFrame | None = None) -> pd.
         return pd.DataFrame(columns=["dataset", "simulator", "crs"])
     coverage = _coverage_by_cell(table)
     share = {(r["dataset"], r["simulator"], r["crs"]): r["unresolved_share"] for r in coverage.to_dict("records")}
+    counted = _counted_by_cell(table)
     labels = means.assign(
         label=[
             _mean_label(
                 r["mean"],
                 r["n"],
                 share.get((r["dataset"], r["simulator"], r["crs"])) if is_item_metric(r["metric"]) else None,
+                canned_share(part, r["metric"])
+                if (part := counted.get((r["dataset"], r["simulator"], r["crs"]))) is not None
+                else None,
             )
             for r in means.to_dict("records")
         ]
@@ -282,7 +305,7 @@ def ranking_table(comparison: Comparison, metric: str, sensitivity: Comparison |
                 "CRS failures": f"{failures} of {counted}" + (f" ({failures / counted:.0%})" if counted else ""),
                 "valid only": "–" if pd.isna(v_mean) else f"{v_mean:.3f} (n={int(v_n)})",
                 "note": r["note"] or "",
-                "vs next (Holm p)": "–" if p is None else (f"{p:.3f}" + (" *" if p < 0.05 else "")),
+                "vs next (Holm p)": "–" if p is None else (p_value_text(p) + (" *" if p < 0.05 else "")),
             }
         )
     columns = [
@@ -340,16 +363,45 @@ def verdict_lines(comparison: Comparison, metric: str, dataset: str, *, agreemen
         elif sig.empty:
             text += "; no difference between CRSs is significant (paired permutation test, Holm, α = 0.05)"
             small = measured[measured["n"] < 10]
-            text += f"; {len(small)} of {len(measured)} cells have n<10." if len(small) else "."
+            text += f"; {len(small)} of {len(measured)} cells have n<10" if len(small) else ""
+            text += sample_size_clause(comparison, dataset, simulator, metric, int(measured["n"].min())) + "."
         else:
             pairs = []
             for r in sig.to_dict("records"):
                 a_better = (r["mean_difference"] > 0) == higher
                 better, worse = (r["crs_a"], r["crs_b"]) if a_better else (r["crs_b"], r["crs_a"])
-                pairs.append(f"{better} > {worse} (Δ {abs(r['mean_difference']):.3f}, Holm p {r['p_holm']:.3f})")
-            text += "; significant: " + ", ".join(pairs) + "."
+                pairs.append(
+                    f"{better} > {worse} (Δ {abs(r['mean_difference']):.3f}, Holm p {p_value_text(r['p_holm'])})"
+                )
+            text += "; significant: " + ", ".join(pairs)
+            rest = sample_size_clause(comparison, dataset, simulator, metric, int(measured["n"].min()), sig)
+            text += (f"; the others are not{rest}" if rest else "") + "."
         lines.append(text)
     return lines + (agreement_lines(comparison, metric, dataset) if agreement else [])
+
+
+def sample_size_clause(
+    comparison: Comparison, dataset: str, simulator: str, metric: str, n: int, significant: pd.DataFrame | None = None
+) -> str:
+    """'; n = 12 per cell; about 150 would be needed to see a difference of this size (a vs b, ...)' for the first CRS
+    and the next in the ranking whose difference is not `significant` (the leader and the next when none is), so a
+    "no significant difference" that came from too few conversations says so ('' without a figure to give)."""
+    power = comparison.power
+    rows = power[(power["dataset"] == dataset) & (power["simulator"] == simulator) & (power["metric"] == metric)]
+    shown = set()
+    if significant is not None and not significant.empty:
+        shown = {frozenset(pair) for pair in zip(significant["crs_a"], significant["crs_b"])}
+    rows = rows[[frozenset(pair) not in shown for pair in zip(rows["crs"], rows["next_crs"])]]
+    if rows.empty:
+        return ""
+    first = rows.iloc[0]
+    pair = f"{first['crs']} vs {first['next_crs']}"
+    if pd.isna(first["n_for_80_power"]):
+        return f"; n = {n} per cell; {pair}: {first['power_notes']}"
+    return (
+        f"; n = {n} per cell; about {int(first['n_for_80_power'])} would be needed to see a difference of this size "
+        f"({pair}, Δ {abs(first['mean_difference']):.3f}; 80% power, α = 0.05)"
+    )
 
 
 def agreement_lines(comparison: Comparison, metric: str, dataset: str) -> list[str]:
@@ -417,14 +469,14 @@ def add_ranking(
                 & (comparison.means["simulator"] == simulator)
                 & (comparison.means["metric"] == shown)
             ].sort_values("mean", ascending=shown in LOWER_IS_BETTER, na_position="last")
-            failures = [
-                f", {int(f)} CRS failures" if f else "" for f in rows["crs_failures"].fillna(0).astype(int).tolist()
-            ]
             name = f"{simulator} · {dataset}" + (f"\n{shown} ({metric} not measured)" if shown != metric else "")
             if shown != metric:
                 fallbacks.append((simulator, shown))
             panels[name] = rows.assign(
-                label=[f"{c} (n={int(n)}{f})" for c, n, f in zip(rows["crs"], rows["n"], failures)],
+                label=[
+                    ranking_label(c, int(n), int(f))
+                    for c, n, f in zip(rows["crs"], rows["n"], rows["crs_failures"].fillna(0))
+                ],
                 sensitivity=[valid.get((dataset, shown, simulator, c), np.nan) for c in rows["crs"]],
             )
             xlabels[name] = f"mean {shown}" + _scale_suffix(shown)
@@ -457,6 +509,11 @@ def add_ranking(
         "own failed, looping or empty conversations (counted in the mean); valid only = the sensitivity check; "
         "a note marks a rank that is not evidence (n<10 or overlapping CIs); * = Holm-adjusted p < 0.05.",
     )
+
+
+def ranking_label(crs: str, n: int, failures: int) -> str:
+    """A CRS's label in the ranking plot: 'llm_crs (n=12, 1 CRS failure)', 'popularity (n=12)'."""
+    return f"{crs} (n={n}" + (f", {count_of(failures, 'CRS failure')}" if failures else "") + ")"
 
 
 def _scale_suffix(metric: str) -> str:
@@ -572,6 +629,25 @@ def add_tests_and_agreement(report: Report, comparison: Comparison, table: pd.Da
         report.table(f"simulator_agreement_{dataset}", matrix.reset_index().rename(columns={"index": "simulator"}))
 
 
+def add_sample_sizes(report: Report, comparison: Comparison) -> None:
+    """Per simulator and metric, each CRS against the next in its ranking: the conversations per cell a study needs
+    to see their observed difference (folded)."""
+    if comparison.power.empty:
+        return
+    report.section("Conversations needed", folded=True)
+    report.text(
+        "For each CRS and the next one in a simulator's ranking: the mean paired difference, the power this matrix had "
+        "to see it, and the conversations per cell needed to see a difference of this size with 80% power at "
+        "α = 0.05 (paired permutation test, unadjusted; the paired differences resampled, docs/ladder.md). A missing "
+        "figure says why. `usersimcrs plan` turns these into the size and cost of a full study."
+    )
+    report.table(
+        "power",
+        comparison.power,
+        caption="Adjacent CRSs per simulator and metric: n_for_80_power = conversations per cell for 80% power.",
+    )
+
+
 def build_matrix_report(
     matrix_dir: str | Path,
     *,
@@ -580,6 +656,7 @@ def build_matrix_report(
     seed: int = 0,
     human_agreement: Mapping[str, Sequence[HumanAgreement]] | None = None,
     resources: SharedResources | None = None,
+    learned_model: str | Path | None = None,
 ) -> Path:
     """Write the matrix's report page (+ its plots and tables, and the comparison tables); returns the page.
 
@@ -587,12 +664,19 @@ def build_matrix_report(
     `human_agreement` maps an evaluator (a metric or '<judge>:<name>') to its measured agreement with
     human judgments (the meta-evaluation's figures); evaluators without one read "not measured".
     `resources`: the command's shared resources (a matrix run passes the ones its cells used).
+    `learned_model`: a learned evaluator's model file (see `report.learned`).
     """
     folder = MatrixFolder(matrix_dir)
     resources = resources if resources is not None else SharedResources()
     with folder.lock("report"):
         return _write_matrix_report(
-            folder, config=config, metrics=metrics, seed=seed, human_agreement=human_agreement, resources=resources
+            folder,
+            config=config,
+            metrics=metrics,
+            seed=seed,
+            human_agreement=human_agreement,
+            resources=resources,
+            learned_model=learned_model,
         )
 
 
@@ -604,6 +688,7 @@ def _write_matrix_report(
     seed: int,
     human_agreement: Mapping[str, Sequence[HumanAgreement]] | None,
     resources: SharedResources,
+    learned_model: str | Path | None = None,
 ) -> Path:
     matrix_dir = folder.path
     comparison, table, by_turn = run_comparison(
@@ -619,14 +704,24 @@ def _write_matrix_report(
     excluded = int((~masks["all"]).sum())
     report = Report(
         title=f"Matrix report: {matrix_dir.name}",
-        subtitle=f"{_count(table['simulator'].nunique(), 'simulator')} × {_count(table['crs'].nunique(), 'CRS')} × "
-        f"{_count(table['dataset'].nunique(), 'dataset')} · {_count(len(table), 'conversation')}, {excluded} "
+        subtitle=f"{count_of(table['simulator'].nunique(), 'simulator')} × {count_of(table['crs'].nunique(), 'CRS')} × "
+        f"{count_of(table['dataset'].nunique(), 'dataset')} · {count_of(len(table), 'conversation')}, {excluded} "
         "excluded (broken by the simulator or the toolkit)",
     )
+    canned = canned_cells(table)
+    if canned:  # before anything else: those cells' figures measure answers to canned lines
+        report.text(
+            "Warning: most of the LLM user's turns were canned fallbacks, not the model's words, in "
+            + ", ".join(f"{cell} ({share:.0%})" for cell, share in canned)
+            + ": their figures measure the CRS's answers to canned lines (marked 'canned'); use a more capable "
+            "model, or simulator.on_unusable: fail to fail such conversations instead.",
+            note=True,
+        )
     styles = plots.series_styles(table["crs"].unique())
     add_ranking(report, comparison, sensitivity=sensitivity, styles=styles, human_agreement=human_agreement)
     add_metrics(report, comparison, table, human_agreement)
     add_tests_and_agreement(report, comparison, table)
+    add_sample_sizes(report, comparison)
     records, groups, dialogues = [], {}, []
     for cell in discover_cells(matrix_dir):
         data = load_run(cell.run_dir, resources=resources)
@@ -636,6 +731,9 @@ def _write_matrix_report(
             groups[d.conversation_id] = f"{cell.simulator} · {cell.crs}" + (
                 f" · {cell.dataset}" if table["dataset"].nunique() > 1 else ""
             )
+    if learned_model is not None:
+        by = [c for c in ("simulator", "crs", "dataset") if c == "crs" or table[c].nunique() > 1]
+        add_learned_section(report, learned_model, dialogues, table[masks["all"]], by, seed=seed)
     report.section("Cells and exclusions", folded=True)
     report.table(
         "cells",
@@ -674,10 +772,6 @@ def _write_matrix_report(
     )
     add_cell_transcripts(report, dialogues, table)
     return report.write(folder.report_dir, page=folder.report_page)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _headline_curves(by_turn: pd.DataFrame) -> pd.DataFrame:

@@ -6,7 +6,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from usersimcrs.analysis.aspect_agreement import SYSTEMS_NOT_CONVERSATIONS
 from usersimcrs.analysis.battles import BattleRanking
+from usersimcrs.analysis.left_out import left_out_sentence
 from usersimcrs.analysis.ranking import ranking
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
@@ -71,12 +73,15 @@ def add_meta_eval_section(report: Report, result: MetaEvalResult) -> None:
         else f"mean human '{result.reference_key}' per system"
     )
     report.section("Agreement with humans")
+    line = result.reference_line()
     report.text(
-        f"Reference: '{result.reference_key}' ({result.reference_kind}) on {result.n_labelled} of "
-        f"{result.n_conversations} conversations. Human system scores: {human}. CIs: {result.ci_method}, "
+        f"{line[:1].upper()}{line[1:]}. Human system scores: {human}. CIs: {result.ci_method}, "
         f"{result.resamples} resamples, seed {result.seed}; n is conversations (conversation level) or "
         f"systems (system level)."
     )
+    left_out = left_out_sentence(result.left_out)
+    if left_out is not None:  # evaluated: completed conversations only; the rest is named with its reason
+        report.text(left_out, note=True)
     for note in result.notes:
         report.text(note, note=True)
     report.table("meta_eval", caveat_table(result), caption="Agreement of each score with the human reference")
@@ -184,9 +189,22 @@ def evaluators_table(result: AspectMetaEvalResult) -> pd.DataFrame:
 ASPECT_VIEWS = (
     ("official rule (pooled): Pearson r and Spearman rho", ("pearson", "spearman"), False),
     ("pooled Pearson r with 95% CI", ("pearson",), True),
-    ("within-system Pearson r (n-weighted mean over CRSs) with 95% CI", ("within_pearson",), True),
+    (
+        "within-CRS Pearson r (n-weighted mean over CRSs) with 95% CI; † = the CI contains 0: ranks systems, "
+        "not conversations",
+        ("within_pearson",),
+        True,
+    ),
     ("system level: Kendall tau-b of CRS means with 95% CI", ("system_kendall",), True),
 )
+
+
+def systems_only_lines(result: AspectMetaEvalResult, group: str) -> list[str]:
+    """One sentence per evaluator whose within-CRS CI contains 0 on some aspect."""
+    return [
+        f"{name} {SYSTEMS_NOT_CONVERSATIONS} on {', '.join(aspects)} ({group}): its within-CRS CI contains 0"
+        for name, aspects in result.systems_only(group).items()
+    ]
 
 
 def build_aspect_report(result: AspectMetaEvalResult) -> Report:
@@ -203,6 +221,9 @@ def build_aspect_report(result: AspectMetaEvalResult) -> Report:
         f"Pearson and Spearman). CIs: {result.ci_method}, {result.resamples} resamples, seed {result.seed}. "
         "'*' marks the best figure of a column (published figures included)."
     )
+    left_out = left_out_sentence(result.left_out)
+    if left_out is not None:
+        report.text(left_out, note=True)
     for note in result.notes:
         report.text(note, note=True)
     report.table("evaluators", evaluators_table(result), caption="Evaluators and where their predictions come from")
@@ -212,6 +233,8 @@ def build_aspect_report(result: AspectMetaEvalResult) -> Report:
         for caption, statistics, ci in ASPECT_VIEWS:
             name = f"aspects_{group}_{'_'.join(statistics)}{'_ci' if ci else ''}"
             report.table(name, result.wide(group, statistics, ci=ci), caption=caption)
+        for line in systems_only_lines(result, group):
+            report.text(line, note=True)
         part = table[(table["group"] == group) & (table["statistic"] == "pearson") & table["ci_low"].notna()]
         if not part.empty:
             part = part.assign(label=part["evaluator"] + " · " + part["aspect"])

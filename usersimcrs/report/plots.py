@@ -341,3 +341,33 @@ def distribution_panels(panels: Mapping[str, Mapping[str, Sequence[float]]], *, 
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title, fontsize=11)
     return _png(fig)
+
+
+def ladder_panels(
+    panels: Mapping[str, pd.DataFrame], *, titles: Mapping[str, str] | None = None, columns: int = 4, title: str = ""
+) -> bytes:
+    """One panel per score: its mean per rung (x, best rung first) with the 95% CI, joined by a line.
+
+    Each frame has columns rung, mean, ci_low, ci_high (rows best first); a missing mean leaves a gap.
+    """
+    names = list(panels)
+    cols = max(1, min(columns, len(names)))
+    rows = max(1, -(-len(names) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols + 0.4, 2.7 * rows + 0.5), squeeze=False)
+    for ax in axes.flat[len(names) :]:
+        ax.axis("off")
+    for ax, name in zip(axes.flat, names):
+        data = panels[name].reset_index(drop=True)
+        x = np.arange(len(data))
+        means = data["mean"].astype(float).to_numpy()
+        lows = np.where(data["ci_low"].isna(), means, data["ci_low"].astype(float))
+        highs = np.where(data["ci_high"].isna(), means, data["ci_high"].astype(float))
+        ax.plot(x, means, color="#1f77b4", linewidth=1.2, alpha=0.6)
+        ax.errorbar(x, means, yerr=np.clip([means - lows, highs - means], 0, None), fmt="o", color="#1f77b4", capsize=3)
+        ax.set_xticks(x)
+        ax.set_xticklabels([str(r) for r in data["rung"]], rotation=30, ha="right", fontsize=7)
+        ax.set_title((titles or {}).get(name, name), fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return _png(fig)

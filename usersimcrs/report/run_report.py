@@ -7,15 +7,18 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from usersimcrs.analysis.human_reference import writing_summary
 from usersimcrs.analysis.run_metrics import evaluate, read_metrics, write_metrics
 from usersimcrs.analysis.summary import item_coverage
-from usersimcrs.core.generation import user_turn_kinds
+from usersimcrs.core.generation import canned_mark, canned_warning, user_turn_kinds
+from usersimcrs.core.human_reference import load_reference
 from usersimcrs.core.run_folder import Run, load_run
 from usersimcrs.metrics.config import MetricsConfig
 from usersimcrs.metrics.item_resolution import is_item_metric
-from usersimcrs.metrics.validity import is_set, subset_masks
+from usersimcrs.metrics.validity import TURN_COUNTS, canned_share, crs_failure_text, is_set, subset_masks
 from usersimcrs.report.evaluators import EVALUATORS, HumanAgreement, evaluator_table
 from usersimcrs.report.html import Report
+from usersimcrs.report.learned import add_learned_section
 from usersimcrs.report.sections import (
     add_judgment_sections,
     add_per_turn_plots,
@@ -50,9 +53,12 @@ def overview_table(data: Run, conversations: pd.DataFrame) -> pd.DataFrame:
         ("simulator", data.simulator or "–"),
         ("CRS", data.crs or "–"),
         ("conversations", len(conversations)),
-        ("failed", int((conversations["status"] == "failed").sum()) if "status" in conversations else 0),
+        ("errors (any side)", _count(conversations, "error")),
         ("counted ('all': the CRS took part)", int(masks["all"].sum())),
-        ("CRS failures (counted against it)", _count(conversations, "crs_failure")),
+        (
+            "CRS failures (counted against it)",
+            f"{_count(conversations, 'crs_failure')} ({crs_failure_text(conversations)})",
+        ),
         ("excluded (simulator or toolkit broke it)", int((~masks["all"]).sum())),
         ("valid (sensitivity subset)", int(masks["valid"].sum())),
         ("max turns", config.get("max_turns", "–")),
@@ -71,6 +77,9 @@ def overview_table(data: Run, conversations: pd.DataFrame) -> pd.DataFrame:
                 f"{turns['fallback']} / {turns['repaired']} / {turns['labelled']}",
             ),
         )
+    writing = writing_summary(data.dialogues, load_reference())
+    if writing is not None:  # were the users human-like? (the bundled reference of people writing to recommenders)
+        rows.insert(3, ("how these users write", writing.line()))
     return pd.DataFrame(rows, columns=["field", "value"]).astype({"value": str})
 
 
@@ -80,6 +89,7 @@ def build_run_report(
     *,
     dedupe: bool = False,
     human_agreement: Mapping[str, Sequence[HumanAgreement]] | None = None,
+    learned_model: str | Path | None = None,
 ) -> Path:
     """Write the run's report page (and its plots and tables); returns the page's path.
 
@@ -89,33 +99,53 @@ def build_run_report(
     """
     data = run_dir if isinstance(run_dir, Run) else load_run(run_dir, duplicates="first" if dedupe else "refuse")
     with data.folder.lock("report"):
-        return _write_run_report(data, config, human_agreement)
+        return _write_run_report(data, config, human_agreement, learned_model)
 
 
 def _write_run_report(
-    data: Run, config: MetricsConfig | None, human_agreement: Mapping[str, Sequence[HumanAgreement]] | None
+    data: Run,
+    config: MetricsConfig | None,
+    human_agreement: Mapping[str, Sequence[HumanAgreement]] | None,
+    learned_model: str | Path | None = None,
 ) -> Path:
     conversations, summary, by_turn = run_tables(data, config)
     report = Report(
         title=f"Run report: {data.name}",
         subtitle=f"simulator {data.simulator or '–'} · CRS {data.crs or '–'} · {len(conversations)} conversations",
     )
+    warning = canned_warning(*(conversations[c].fillna(0).sum() if c in conversations else 0 for c in TURN_COUNTS))
+    if warning is not None:  # before anything else: the figures below measure answers to canned lines
+        report.text("Warning: " + warning.removeprefix("warning: "), note=True)
     report.section("Overview")
     report.table("overview", overview_table(data, conversations))
     report.section("Metrics")
     table = metric_table(summary)
     unmeasured = unmeasured_metrics(table)
-    coverage = item_coverage(conversations[subset_masks(conversations)["all"]])
+    counted = conversations[subset_masks(conversations)["all"]]
+    coverage = item_coverage(counted)
     share = coverage["unresolved_share"].iloc[0] if not coverage.empty else None
     shown = table[~table["metric"].isin(unmeasured)].copy()
     if share is not None and not pd.isna(share):
         shown["items unresolved"] = [f"{share:.0%}" if is_item_metric(m) else "" for m in shown["metric"]]
+    canned = {m: canned_share(counted, m) for m in shown["metric"]}
+    if any(v is not None for v in canned.values()):
+        shown["canned user turns"] = [
+            "–" if canned[m] is None else f"{canned[m]:.0%}" + (" ⚠" if canned_mark(canned[m]) else "")
+            for m in shown["metric"]
+        ]
     report.table(
         "metrics_summary",
         shown,
         caption="Mean and 95% bootstrap CI per metric on 'all' (every conversation the CRS took part in, its own "
         "failures counted: the headline) and on 'valid' (the sensitivity check), with n = conversations where it "
-        "was measured; items unresolved = share of recommended items the item metrics could not match.",
+        "was measured; items unresolved = share of recommended items the item metrics could not match"
+        + (
+            "; canned user turns = share of the LLM user's turns in the measured conversations ('all') that were "
+            "canned fallbacks, not the model's words (⚠: most of them: the value measures answers to canned lines)"
+            if "canned user turns" in shown
+            else ""
+        )
+        + ".",
     )
     if unmeasured:
         report.text(
@@ -154,6 +184,9 @@ def _write_run_report(
     reasons = end_reason_table(summary)
     if not reasons.empty:
         report.table("end_reasons", reasons, caption="Why conversations ended (share).")
+    if learned_model is not None:
+        counted = conversations[subset_masks(conversations)["all"]].assign(crs=data.crs or "–")
+        add_learned_section(report, learned_model, data.dialogues, counted, ["crs"], seed=data.seed or 0)
     report.section("Validity")
     validity = validity_table(conversations, config.validity if config is not None else None)
     report.text(

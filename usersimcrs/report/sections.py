@@ -11,6 +11,8 @@ from usersimcrs.analysis.factors import inter_factor_matrix, mean_abs_off_diagon
 from usersimcrs.analysis.failures import summarize_failures
 from usersimcrs.analysis.judgments import judgments_table
 from usersimcrs.analysis.summary import describe
+from usersimcrs.core.dialogue import Dialogue, ItemRef
+from usersimcrs.judges.base import Judgment, JudgmentRecord
 from usersimcrs.metrics.validity import FLAG_SPECS, FLAGS, SUMMARY_FLAGS, ValidityOptions, is_checked, is_set
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
@@ -276,18 +278,18 @@ def several_models(table: pd.DataFrame) -> bool:
     return bool(table.groupby(["judge", "name"])["model"].nunique().max() > 1)
 
 
-def _record_dict(record: Any) -> dict[str, Any]:
+def _record_dict(record: Judgment | JudgmentRecord) -> JudgmentRecord:
     """A judgment as a plain dict (records come as dicts or as `Judgment` models)."""
     return record if isinstance(record, dict) else record.model_dump()
 
 
-def has_rounds(record: dict[str, Any]) -> bool:
+def has_rounds(record: JudgmentRecord) -> bool:
     """Whether a judgment carries per-round scores (``raw.rounds``, as a debate's does)."""
     raw = record.get("raw")
     return isinstance(raw, dict) and isinstance(raw.get("rounds"), list) and bool(raw["rounds"])
 
 
-def debate_rounds(records: list[dict[str, Any]]) -> pd.DataFrame:
+def debate_rounds(records: list[JudgmentRecord]) -> pd.DataFrame:
     """Long table (conversation_id, role, round, score) from the debate judge's per-round scores.
 
     A debate that stopped early (all roles agreed) keeps its last scores in the later rounds, so
@@ -321,7 +323,7 @@ SCOPES = {
 
 def add_judgment_sections(
     report: Report,
-    records: list[dict[str, Any]],
+    records: list[JudgmentRecord],
     *,
     valid_ids: set[str] | None = None,
     groups: pd.Series | None = None,
@@ -442,14 +444,14 @@ def _scale(table: pd.DataFrame) -> tuple[float, float] | None:
     return None
 
 
-def failure_reasons(dialogues: Iterable[Any], *, examples: int = 3) -> pd.DataFrame:
+def failure_reasons(dialogues: Iterable[Dialogue], *, examples: int = 3) -> pd.DataFrame:
     """One row per reason of the failed conversations: count and the first example IDs (by index), most frequent first."""
     summary = summarize_failures(dialogues, examples=examples)
     rows = [{"reason": r.reason, "count": r.count, "examples": ", ".join(r.conversation_ids)} for r in summary.reasons]
     return pd.DataFrame(rows, columns=["reason", "count", "examples"])
 
 
-def _position(dialogue: Any) -> tuple[int, str]:
+def _position(dialogue: Dialogue) -> tuple[int, str]:
     return (dialogue.index if dialogue.index is not None else 1 << 30, dialogue.conversation_id)
 
 
@@ -457,7 +459,7 @@ TRANSCRIPT_TEXT_CHARS = 600
 TRANSCRIPT_TURNS = 40
 
 
-def transcript_table(dialogue: Any) -> pd.DataFrame:
+def transcript_table(dialogue: Dialogue) -> pd.DataFrame:
     """One row per utterance: position, speaker, text (shortened) and, for agent turns, the recommended items."""
     rows = []
     for position, u in enumerate(dialogue.utterances[:TRANSCRIPT_TURNS], start=1):
@@ -469,7 +471,7 @@ def transcript_table(dialogue: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["#", "speaker", "text", "recommended"])
 
 
-def _item_label(item: Any) -> str:
+def _item_label(item: ItemRef) -> str:
     """A recommended item as text; one the toolkit could not match to its collection says so."""
     label = item.title or item.raw or item.id or "?"
     if item.id is None:
@@ -478,8 +480,8 @@ def _item_label(item: Any) -> str:
 
 
 def pick_transcripts(
-    dialogues: list[Any], flags: pd.DataFrame, *, valid: int = 2, other: int = 3
-) -> list[tuple[Any, str]]:
+    dialogues: list[Dialogue], flags: pd.DataFrame, *, valid: int = 2, other: int = 3
+) -> list[tuple[Dialogue, str]]:
     """The first `valid` valid conversations and the first `other` invalid ones (failed first), by index, with labels.
 
     A valid conversation may still carry a non-invalidating flag (e.g. truncated by the turn limit);
@@ -490,8 +492,8 @@ def pick_transcripts(
         if len(flags)
         else flags
     )
-    good: list[tuple[Any, str]] = []
-    bad: list[tuple[Any, str]] = []
+    good: list[tuple[Dialogue, str]] = []
+    bad: list[tuple[Dialogue, str]] = []
     for d in sorted(dialogues, key=_position):
         row = by_id.loc[d.conversation_id] if d.conversation_id in by_id.index else None
         set_flags = [f for f in FLAGS if row is not None and f in row and is_set(pd.Series([row[f]])).iloc[0]]
@@ -503,7 +505,7 @@ def pick_transcripts(
 
 
 def add_transcripts(
-    report: Report, dialogues: list[Any], flags: pd.DataFrame, *, valid: int = 2, other: int = 3
+    report: Report, dialogues: list[Dialogue], flags: pd.DataFrame, *, valid: int = 2, other: int = 3
 ) -> None:
     """A few readable conversations: the first valid ones and the first failed or flagged ones."""
     picked = pick_transcripts(dialogues, flags, valid=valid, other=other)

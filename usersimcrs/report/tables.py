@@ -25,13 +25,30 @@ def format_cell(value: object, digits: int = 3) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def p_value_text(p: float, digits: int = 3) -> str:
+    """'0.012', and '< 0.001' for a p-value that rounds to zero at `digits` (a p-value is never 0)."""
+    floor = 10.0**-digits
+    return f"< {floor:.{digits}f}" if p < floor else f"{p:.{digits}f}"
+
+
+def is_p_column(name: str) -> bool:
+    """Columns that hold p-values (`p`, `p_value`, `p_holm`): written '< 0.001' rather than '0.000'."""
+    return name == "p" or name.startswith("p_")
+
+
+def _cell(value: object, column: str, digits: int) -> str:
+    if is_p_column(column) and isinstance(value, float) and not math.isnan(value):
+        return p_value_text(value, digits)
+    return format_cell(value, digits)
+
+
 def markdown_table(table: pd.DataFrame, *, digits: int = 3, index: bool = False) -> str:
     """A GitHub-flavoured Markdown table (no extra dependency)."""
     data = table.reset_index() if index else table
     header = [str(c) for c in data.columns]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for row in data.itertuples(index=False):
-        lines.append("| " + " | ".join(format_cell(v, digits) for v in row) + " |")
+        lines.append("| " + " | ".join(_cell(v, c, digits) for v, c in zip(row, header)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -39,7 +56,9 @@ def html_table(table: pd.DataFrame, *, digits: int = 3, index: bool = False) -> 
     """An HTML table with the same cell formatting as the Markdown one."""
     data = (table.reset_index() if index else table).copy()
     data.columns = [str(c) for c in data.columns]  # drops a leftover columns name (it would print as a header)
-    formatted = data.apply(lambda column: column.map(lambda v: format_cell(v, digits))) if len(data) else data
+    formatted = (
+        data.apply(lambda column: column.map(lambda v: _cell(v, str(column.name), digits))) if len(data) else data
+    )
     return formatted.to_html(index=False, border=0, classes="data", escape=True)
 
 

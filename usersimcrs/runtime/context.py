@@ -16,6 +16,7 @@ from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.profile import Ratings
 from usersimcrs.core.secrets import Secrets
 from usersimcrs.core.shared_resources import SharedResources
+from usersimcrs.core.usage import UsageSummary
 from usersimcrs.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,7 +33,7 @@ class LLMSource(Protocol):
     def get(self, component: str) -> LLM:  # pragma: no cover - interface
         ...
 
-    def usage_summary(self) -> dict[str, Any]:  # pragma: no cover - interface
+    def usage_summary(self) -> UsageSummary:  # pragma: no cover - interface
         ...
 
     def models(self) -> dict[str, str]:  # pragma: no cover - interface

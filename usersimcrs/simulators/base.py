@@ -39,6 +39,11 @@ class SimulatorConfig(BaseModel):
 
     type: str
 
+    def llm_components(self) -> list[str]:
+        """The LLM components this simulator calls (`context.llm(name)`), whose servers a command checks
+        before its first conversation; a simulator without an LLM calls none."""
+        return []
+
 
 class UserSimulator(ABC):
     """A simulated user playing one profile in one conversation."""

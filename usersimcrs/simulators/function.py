@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from usersimcrs.core.dialogue import USER, Dialogue, Utterance
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.simulators.base import SimulatorConfig, Stop, UserSimulator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 UserFunction = Callable[[Dialogue], Any]
 
@@ -22,7 +25,7 @@ class FunctionSimulator(UserSimulator):
     """Wraps a user function; `end_reason` is `user_stop` when it returns None."""
 
     def __init__(
-        self, config: SimulatorConfig, context: Any, profile: UserProfile, seed: int, function: UserFunction
+        self, config: SimulatorConfig, context: RunContext, profile: UserProfile, seed: int, function: UserFunction
     ) -> None:
         super().__init__(config, context, profile, seed)
         self.function = function

@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.dialogue import USER, Utterance
 from usersimcrs.core.generation import REPAIRED_CLOSED, REPAIRED_PROSE, STRUCTURED, TEXT, fallback_label
+from usersimcrs.core.human_reference import load_reference
+from usersimcrs.core.json_types import JSONSchema
 from usersimcrs.core.profile import ReadOnlyDict, ReadOnlyList, UserProfile
 from usersimcrs.llm.base import LLMResult, Message
 from usersimcrs.prompts import load_prompt, load_prompt_file
@@ -31,6 +33,43 @@ if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.runtime.context import RunContext
 
 
+class UserStyle(BaseModel):
+    """How the simulated user writes, told to the model in the prompt's style section.
+
+    Defaults come from the bundled human reference (people writing to a recommender: median words per
+    turn, 90th percentile, preferences named per turn, suggestions per conversation); the run's manifest
+    records the values used under `simulator_options.style`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="off: the prompts say nothing about style")
+    words_per_turn: int = Field(
+        default_factory=lambda: load_reference().style.words_per_turn, ge=1, description="typical words per message"
+    )
+    max_words: int = Field(
+        default_factory=lambda: load_reference().style.max_words, ge=1, description="words a message rarely exceeds"
+    )
+    reveal_per_turn: int = Field(
+        default_factory=lambda: load_reference().style.reveal_per_turn,
+        ge=1,
+        description="preferences the user names in one message at most",
+    )
+    patience: int = Field(
+        default_factory=lambda: load_reference().style.patience,
+        ge=1,
+        description="suggestions that miss before the user gives up",
+    )
+
+    def variables(self) -> dict[str, int]:
+        return {
+            "words_per_turn": self.words_per_turn,
+            "max_words": self.max_words,
+            "reveal_per_turn": self.reveal_per_turn,
+            "patience": self.patience,
+        }
+
+
 class LLMSimulatorConfig(SimulatorConfig):
     """Options every LLM simulator shares."""
 
@@ -43,11 +82,18 @@ class LLMSimulatorConfig(SimulatorConfig):
     )
     max_history_utterances: int | None = Field(None, ge=2, description="keep only the last N utterances (None: all)")
     max_utterance_chars: int = Field(500, ge=20)
+    style: UserStyle = Field(
+        default_factory=UserStyle, description="how the user writes: words per turn, preferences per turn, patience"
+    )
     on_unusable: Literal["fallback", "fail"] = Field(
         "fallback",
         description="when the model's answer cannot be sent (empty, a placeholder, an echo): send a canned "
         "utterance labelled generation: fallback:<problem> and counted per run, or fail the conversation",
     )
+
+    def llm_components(self) -> list[str]:
+        """Every LLM simulator calls the `simulator` component."""
+        return ["simulator"]
 
 
 RENDER_MEMO_LIMIT = 1024  # rendered profile parts remembered per run (one per user in a ratings run)
@@ -111,7 +157,7 @@ class LLMUserSimulator(UserSimulator):
         *,
         turn: int,
         purpose: str,
-        schema: dict[str, Any] | None = None,
+        schema: JSONSchema | None = None,
         max_tokens: int | None = None,
     ) -> LLMResult:
         """One LLM call with the configured temperature and a seed fixed by (seed, turn, purpose)."""
@@ -192,6 +238,13 @@ class LLMUserSimulator(UserSimulator):
             return generated
         return self.substitute(turn, generated.problem or "empty", generated.raw)
 
+    @staticmethod
+    def end_ignored(generated: Generated) -> dict[str, bool]:
+        """`{"end_ignored": True}` for a turn sent although the model asked to end (at the opening, before
+        `min_turns`, or where the simulator's own rule decides the end), else {}: every path that sends
+        such a turn marks it, so a run can count how often the model wanted out."""
+        return {"end_ignored": True} if generated.end else {}
+
     def substitute(self, turn: int, problem: str, raw: str = "") -> Generated:
         """The canned utterance sent instead of an unusable answer, labelled ``fallback:<problem>`` so the
         run counts it; with `on_unusable: fail`, an `UnusableAnswer` that fails the conversation instead."""
@@ -240,6 +293,19 @@ class LLMUserSimulator(UserSimulator):
         )
         user = squeeze(fill(self.prompt["user"], {**variables, "history": rendered}))
         return [Message(role="system", content=squeeze(system)), Message(role="user", content=user)]
+
+    def style_sections(self) -> dict[str, str]:
+        """`style_section` (words, preferences per message, patience) and `patience_section` (patience alone) from
+        the prompt's `sections.style` / `sections.patience` and the config's style; empty when style is off."""
+        style = self.config.style
+        sections = self.prompt.get("sections", {})
+        if not style.enabled:
+            return {"style_section": "", "patience_section": ""}
+        values = style.variables()
+        return {
+            "style_section": fill(sections.get("style", ""), values).strip(),
+            "patience_section": fill(sections.get("patience", ""), values).strip(),
+        }
 
     def rendered_preferences(self) -> str:
         """`render_preferences` of the profile, remembered for the run while the user's preferences are one

@@ -14,12 +14,13 @@ from pydantic import Field
 
 from usersimcrs.core.dialogue import Dialogue, Utterance
 from usersimcrs.core.generation import TEMPLATE
+from usersimcrs.core.json_types import JSONSchema
 from usersimcrs.llm.base import LLMResult, Message
 from usersimcrs.simulators.base import Stop
 from usersimcrs.simulators.llm_single import SinglePromptConfig, SinglePromptSimulator
 from usersimcrs.simulators.prompting import fill, render_history, squeeze, user_turn_count
 
-STOP_SCHEMA: dict[str, Any] = {
+STOP_SCHEMA: JSONSchema = {
     "type": "object",
     "properties": {"end": {"type": "boolean"}},
     "required": ["end"],
@@ -80,8 +81,10 @@ class DualPromptSimulator(SinglePromptSimulator):
                 closing = self.user_utterance(text, generation=STOP_TEMPLATE, stop_decision=decision)
                 return Stop(reason="user_stop", utterance=closing)
         generated = await self.generate(self.messages(dialogue.utterances), turn=turn, history=dialogue.utterances)
-        sent = self.usable(generated, turn)
-        return self.user_utterance(sent.text, generation=sent.source, stop_decision=decision)
+        sent = self.usable(generated, turn)  # its stopping prompt decides the end: an end asked for here is ignored
+        return self.user_utterance(
+            sent.text, generation=sent.source, stop_decision=decision, **self.end_ignored(generated)
+        )
 
     def stop_messages(self, history: list[Utterance]) -> list[Message]:
         """The stopping prompt: task as a yes/no decision, persona, need and the whole history."""

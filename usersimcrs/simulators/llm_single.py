@@ -48,9 +48,10 @@ class SinglePromptSimulator(LLMUserSimulator):
     prompt_name: ClassVar[str] = "simulators/llm_single"
 
     async def start(self) -> Utterance | None:
-        """The opening message (a stop request is ignored here)."""
-        generated = self.usable(await self.generate(self.messages([], opening=True), turn=0), 0)
-        return self.user_utterance(generated.text, generation=generated.source)
+        """The opening message (a stop request is ignored here, and marked `end_ignored`)."""
+        generated = await self.generate(self.messages([], opening=True), turn=0)
+        sent = self.usable(generated, 0)
+        return self.user_utterance(sent.text, generation=sent.source, **self.end_ignored(generated))
 
     async def respond(self, dialogue: Dialogue) -> Utterance | Stop:
         turn = user_turn_count(dialogue)
@@ -63,7 +64,7 @@ class SinglePromptSimulator(LLMUserSimulator):
             closing = self.user_utterance(generated.text, generation=generated.source) if generated.text else None
             return Stop(reason="user_stop", utterance=closing)
         sent = self.usable(generated, turn)
-        return self.user_utterance(sent.text, generation=sent.source, end_ignored=True if generated.end else None)
+        return self.user_utterance(sent.text, generation=sent.source, **self.end_ignored(generated))
 
     # -- prompt -------------------------------------------------------------------------------
 
@@ -87,6 +88,7 @@ class SinglePromptSimulator(LLMUserSimulator):
             "need_reminder": optional(sections.get("need_reminder"), need),
             "preferences_section": optional(sections.get("preferences"), prefs),
             "examples_section": optional(sections.get("examples"), self.examples()),
+            **self.style_sections(),
             "end_instruction": fill(self.prompt.get("end_instruction", {}).get(mode, ""), {"stop_token": stop_token}),
             "format": self.prompt.get("format", {}).get(mode, ""),
             "stop_token": stop_token,

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from usersimcrs.core.dialogue import AGENT, USER, Dialogue, ItemRef, Utterance
 from usersimcrs.core.items import ItemCollection, display_title
+from usersimcrs.core.json_types import JSONObject, JSONSchema
 from usersimcrs.core.profile import InformationNeed, Preferences
 from usersimcrs.llm.base import Message
 
@@ -24,7 +25,7 @@ _WS = re.compile(r"[ \t]+")
 
 # the short flag before the free text: constrained decoders write properties in schema order, so an
 # answer cut off at max_tokens still holds a decision and an utterance it can be closed around
-UTTERANCE_SCHEMA: dict[str, Any] = {
+UTTERANCE_SCHEMA: JSONSchema = {
     "type": "object",
     "properties": {"end": {"type": "boolean"}, "utterance": {"type": "string"}},
     "required": ["utterance", "end"],
@@ -233,7 +234,7 @@ def _mostly_copied(text: str, source: str, share: float = 0.6) -> bool:
     return any(text[start : start + need] in source for start in range(len(text) - need + 1))
 
 
-def parse_json_object(text: str) -> dict[str, Any] | None:
+def parse_json_object(text: str) -> JSONObject | None:
     """The first JSON object in `text` (models sometimes wrap it in prose or code fences)."""
     start = text.find("{")
     while start != -1:

@@ -12,19 +12,23 @@ can compute recall on each.
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NotRequired, TypedDict
 
 from pydantic import Field, model_validator
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
 from usersimcrs.core.generation import TEMPLATE
 from usersimcrs.core.items import Item, display_title, normalize_title, split_year
+from usersimcrs.core.json_types import JSON
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.llm.base import Message
 from usersimcrs.simulators.base import Stop
 from usersimcrs.simulators.llm_base import Generated, LLMSimulatorConfig, LLMUserSimulator
 from usersimcrs.simulators.prompting import fill, optional, parse_json_object, render_history, squeeze, user_turn_count
 from usersimcrs.user_model.persona import render_persona
+
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
 
 _ARTICLE = re.compile(r"^(the|a|an)\s+", re.I)
 
@@ -90,19 +94,28 @@ def describe_item(item: Item, slots: list[str] | None, max_values: int) -> str:
     return "; ".join(parts)
 
 
+class PersuasivenessRating(TypedDict):
+    """The user's post-dialogue persuasiveness rating: `value` None with a `status` saying why when it could
+    not be read (never 0); recorded on the dialogue's `persuasiveness_detail`."""
+
+    value: int | None
+    status: str  # ok | not_rated | unparsed | error: <reason>
+    raw: NotRequired[str]  # the start of an answer that held no rating
+
+
 class TargetBiasedSimulator(LLMUserSimulator):
     """Describes its target(s) without naming them and follows CoRE's round rules."""
 
     Config: ClassVar[type[TargetBiasedConfig]] = TargetBiasedConfig
     prompt_name: ClassVar[str] = "simulators/target_biased"
 
-    def __init__(self, config: TargetBiasedConfig, context: Any, profile: UserProfile, seed: int) -> None:
+    def __init__(self, config: TargetBiasedConfig, context: RunContext, profile: UserProfile, seed: int) -> None:
         super().__init__(config, context, profile, seed)
         self.cfg: TargetBiasedConfig = config
         self.targets = list(profile.need.targets)
         self.selected, self.residual = self._split(self.targets)
         self._patterns = [p for t in self.targets for p in title_patterns(self._title(t))]
-        self.rating: dict[str, Any] = {"value": None, "status": "not_rated"}
+        self.rating: PersuasivenessRating = {"value": None, "status": "not_rated"}
         self.masked = 0
 
     def _split(self, targets: list[ItemRef]) -> tuple[list[ItemRef], list[ItemRef]]:
@@ -158,7 +171,7 @@ class TargetBiasedSimulator(LLMUserSimulator):
 
     async def start(self) -> Utterance | None:
         generated = await self.generate(self.messages([], "opening"), turn=0)
-        return self.say(generated, 0, round=0)
+        return self.say(generated, 0, round=0, **self.end_ignored(generated))
 
     async def respond(self, dialogue: Dialogue) -> Utterance | Stop:
         turn = user_turn_count(dialogue)
@@ -177,19 +190,19 @@ class TargetBiasedSimulator(LLMUserSimulator):
             return await self.stop("target_hit", dialogue, turn, info, closing=closing)
         if ranks and ranks[-1] is not None:
             rank = ranks[-1]
-            generated = await self.generate(
+            asked = await self.generate(
                 self.messages(dialogue.utterances, "introduce", rank=rank), turn=turn, history=dialogue.utterances
             )
-            generated = self.usable(generated, turn)
+            generated = self.usable(asked, turn)
             if generated.source.startswith("fallback"):  # the canned line of this step, still labelled a fallback
                 generated = Generated(fill(self.prompt["introduce_fallback"], {"rank": rank}), False, generated.source)
-            return self.say(generated, turn, ask_introduce=True, hit_rank=rank, **info)
+            return self.say(generated, turn, ask_introduce=True, hit_rank=rank, **info, **self.end_ignored(asked))
         if rounds >= self.cfg.max_rounds:
             return await self.stop("max_rounds_no_hit", dialogue, turn, info)
         generated = await self.generate(
             self.messages(dialogue.utterances, "next"), turn=turn, history=dialogue.utterances
         )
-        return self.say(generated, turn, **info)
+        return self.say(generated, turn, **info, **self.end_ignored(generated))  # its rules decide the end
 
     async def stop(
         self, reason: str, dialogue: Dialogue, turn: int, info: dict[str, Any], *, closing: str | None = None
@@ -257,7 +270,7 @@ class TargetBiasedSimulator(LLMUserSimulator):
         instruction = fill(self.prompt["instruction"][mode], extra)
         return self.compose(system, history, {"instruction": instruction, "format": self.prompt["format"][fmt]})
 
-    async def rate_persuasiveness(self, dialogue: Dialogue, turn: int) -> dict[str, Any]:
+    async def rate_persuasiveness(self, dialogue: Dialogue, turn: int) -> PersuasivenessRating:
         """The user's post-dialogue rating; None with a status when it cannot be read (never 0)."""
         spec = self.prompt.get("persuasiveness", {})
         low, high = (int(v) for v in spec.get("scale", [0, 2]))
@@ -290,9 +303,9 @@ class TargetBiasedSimulator(LLMUserSimulator):
         return {"value": value, "status": "ok"}
 
 
-def read_rating(parsed: Any, text: str, low: int, high: int) -> int | None:
+def read_rating(parsed: JSON, text: str, low: int, high: int) -> int | None:
     """An integer rating within [low, high] from parsed JSON, JSON in text, or a lone number."""
-    candidates: list[Any] = []
+    candidates: list[JSON] = []
     if isinstance(parsed, dict):
         candidates.append(parsed.get("rating"))
     obj = parse_json_object(text)

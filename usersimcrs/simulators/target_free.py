@@ -9,12 +9,13 @@ reflected preferences on the user utterance, and then answers (PEPPER, section 4
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NotRequired, TypedDict
 
 from pydantic import Field
 
 from usersimcrs.core.dialogue import Dialogue, ItemRef, Utterance
 from usersimcrs.core.items import Item, normalize_title
+from usersimcrs.core.json_types import JSONSchema
 from usersimcrs.core.profile import Preferences, SeenItem, UserProfile
 from usersimcrs.llm.base import LLMResult, Message
 from usersimcrs.simulators.base import Stop
@@ -36,7 +37,10 @@ from usersimcrs.user_model.text_preferences import (
     preferences_from_reviews,
 )
 
-REFLECTION_SCHEMA: dict[str, Any] = {
+if TYPE_CHECKING:  # pragma: no cover
+    from usersimcrs.runtime.context import RunContext
+
+REFLECTION_SCHEMA: JSONSchema = {
     "type": "object",
     "properties": {
         "items": {
@@ -54,6 +58,16 @@ REFLECTION_SCHEMA: dict[str, Any] = {
     },
     "required": ["items"],
 }
+
+
+class Verdict(TypedDict):
+    """What the user thinks of one shown item and why: remembered from watching it (`memory`), expected from
+    their slot preferences (`rules`) or by the LLM (`llm`); merged into the item's reflection record."""
+
+    verdict: str  # like | dislike (| mixed for a remembered item, unsure when nothing is known)
+    reason: str
+    source: Literal["memory", "rules", "llm"]
+    rating: NotRequired[float | None]  # their own rating of a watched item
 
 
 class TargetFreeConfig(LLMSimulatorConfig):
@@ -102,7 +116,7 @@ class TargetFreeSimulator(LLMUserSimulator):
     Config: ClassVar[type[TargetFreeConfig]] = TargetFreeConfig
     prompt_name: ClassVar[str] = "simulators/target_free"
 
-    def __init__(self, config: TargetFreeConfig, context: Any, profile: UserProfile, seed: int) -> None:
+    def __init__(self, config: TargetFreeConfig, context: RunContext, profile: UserProfile, seed: int) -> None:
         super().__init__(config, context, profile, seed)
         self.cfg: TargetFreeConfig = config
         self.seen = seen_only(profile)
@@ -133,10 +147,12 @@ class TargetFreeSimulator(LLMUserSimulator):
 
     async def start(self) -> Utterance | None:
         await self.ensure_narrative()
-        generated = self.usable(await self.generate(self.response_messages([], []), turn=0), 0)
+        generated = await self.generate(self.response_messages([], []), turn=0)
+        sent = self.usable(generated, 0)
         return self.user_utterance(
-            generated.text,
-            generation=generated.source,
+            sent.text,
+            generation=sent.source,
+            **self.end_ignored(generated),
             reflected_preferences=[],
             narrative=self.narrative,
             narrative_source=self.narrative_source,
@@ -200,7 +216,7 @@ class TargetFreeSimulator(LLMUserSimulator):
             closing = self.user_utterance(generated.text, **metadata) if generated.text else None
             return Stop(reason="user_stop", utterance=closing)
         sent = self.usable(generated, turn)
-        return self.user_utterance(sent.text, **{**metadata, "generation": sent.source})
+        return self.user_utterance(sent.text, **{**metadata, "generation": sent.source}, **self.end_ignored(generated))
 
     # -- reflected preferences ----------------------------------------------------------------
 
@@ -248,7 +264,7 @@ class TargetFreeSimulator(LLMUserSimulator):
                 record.update(verdicts.get(number) or self.expect_by_rules(item))
         return records
 
-    def recall(self, entry: SeenItem) -> dict[str, Any]:
+    def recall(self, entry: SeenItem) -> Verdict:
         """What the user remembers of a watched item: their rating, verdict and review points."""
         score = self.preferences.item_preference(entry.item.id)
         verdict = (
@@ -266,7 +282,7 @@ class TargetFreeSimulator(LLMUserSimulator):
             "source": "memory",
         }
 
-    def expect_by_rules(self, item: Item | None) -> dict[str, Any]:
+    def expect_by_rules(self, item: Item | None) -> Verdict:
         """Expected verdict from slot preferences (used without an LLM, or when its answer is unusable)."""
         score = expected_score(self.preferences, item.attributes) if item is not None else None
         if score is None:
@@ -277,7 +293,7 @@ class TargetFreeSimulator(LLMUserSimulator):
             "source": "rules",
         }
 
-    async def expect(self, unseen: list[tuple[dict[str, Any], Item | None]], turn: int) -> dict[int, dict[str, Any]]:
+    async def expect(self, unseen: list[tuple[dict[str, Any], Item | None]], turn: int) -> dict[int, Verdict]:
         """Ask the LLM for expected like/dislike of the unseen items, by their number."""
         lines = [
             f"{n}. " + (item.describe(self.cfg.item_slots) if item else record["title"])
@@ -307,7 +323,11 @@ class TargetFreeSimulator(LLMUserSimulator):
         return squeeze(
             fill(
                 self.prompt["system"],
-                {"narrative": self.narrative, "persona_section": optional(sections.get("persona"), persona)},
+                {
+                    "narrative": self.narrative,
+                    "persona_section": optional(sections.get("persona"), persona),
+                    **self.style_sections(),
+                },
             )
         )
 
@@ -322,10 +342,10 @@ class TargetFreeSimulator(LLMUserSimulator):
         return self.compose(self.system_prompt(), history, variables)
 
 
-def read_verdicts(result: LLMResult, count: int) -> dict[int, dict[str, Any]]:
+def read_verdicts(result: LLMResult, count: int) -> dict[int, Verdict]:
     """Number -> {verdict, reason, source} from a structured (or JSON-in-text, or line) answer."""
     parsed = result.parsed if isinstance(result.parsed, dict) else parse_json_object(result.text or "")
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, Verdict] = {}
     entries = parsed.get("items") if isinstance(parsed, dict) else None
     if isinstance(entries, list):
         for entry in entries:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from usersimcrs.studio.config import Study, StudyConfig, load_study
+from usersimcrs.studio.server import serve as _serve
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.studio.export import ExportSummary
@@ -21,13 +22,11 @@ __all__ = ["Study", "StudyConfig", "export_study", "load_study", "serve"]
 
 def export_study(study: Study, output: str | Path) -> ExportSummary:
     """Write the study's records into `output` in the toolkit's formats (see `usersimcrs.studio.export`)."""
-    from usersimcrs.studio.export import export_study as _export
+    from usersimcrs.studio.export import export_study as _export  # lazy: pandas only when a study is exported
 
     return _export(study, output)
 
 
 def serve(study: Study, *, host: str | None = None, port: int | None = None) -> None:
     """Run the study's web server until stopped (see `usersimcrs.studio.server.serve`)."""
-    from usersimcrs.studio.server import serve as _serve
-
     _serve(study, host=host, port=port)

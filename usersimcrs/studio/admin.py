@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def admin_overview(service: StudyService) -> dict[str, Any]:
     """Counts per task, per CRS, per battle pair; annotation coverage and alpha; Turing accuracy."""
+    # lazy: pandas only when the admin page asks for the overview
     from usersimcrs.studio.aggregate import agreement, annotation_tables, turing_result
 
     state, study = service.state, service.study

@@ -82,6 +82,7 @@ def _rows(record: AnnotationRecord, state: StudyState) -> list[dict[str, object]
 
 def agreement(table: pd.DataFrame, rubric: Rubric) -> pd.DataFrame:
     """Krippendorff's alpha (ordinal) per criterion, with the units and raters behind it."""
+    # lazy: scipy and scikit-learn only when the agreement is computed
     from usersimcrs.analysis.agreement import krippendorff_alpha
 
     out = []

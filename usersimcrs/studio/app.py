@@ -355,7 +355,7 @@ class StudioApp:
         return PlainTextResponse("\n".join(lines) + "\n")
 
     async def admin_export(self, request: Request) -> Response:
-        from usersimcrs.studio.export import export_study
+        from usersimcrs.studio.export import export_study  # lazy: pandas only when an admin asks for the export
 
         token = self.admin(request)
         await self.checked_form(request, "admin")

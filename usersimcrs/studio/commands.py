@@ -6,12 +6,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from usersimcrs.errors import UserError
+from usersimcrs.report.tables import markdown_table
 from usersimcrs.studio.config import load_study
+from usersimcrs.studio.export import export_study
+from usersimcrs.studio.loadtest import print_load_test, run_load_test
+from usersimcrs.studio.server import require_web_stack, serve, study_keys, write_links
+from usersimcrs.studio.service import Pools, StudyService
+from usersimcrs.studio.store import StudyStore
 
 
 def serve_command(study_path: str, *, output: str | None, host: str | None, port: int | None) -> int:
-    from usersimcrs.studio.server import require_web_stack, serve
-
     require_web_stack()
     serve(load_study(study_path, output=output), host=host, port=port)
     return 0
@@ -19,9 +24,6 @@ def serve_command(study_path: str, *, output: str | None, host: str | None, port
 
 def export_command(study_path: str, directory: str, *, output: str | None) -> int:
     """Export and print what was written, the annotations' agreement and the Turing figures."""
-    from usersimcrs.report.tables import markdown_table
-    from usersimcrs.studio.export import export_study
-
     summary = export_study(load_study(study_path, output=output), directory)
     print(
         f"{summary.participants} participants ({summary.completed} completed); {summary.conversations} conversations "
@@ -52,11 +54,6 @@ def export_command(study_path: str, directory: str, *, output: str | None) -> in
 
 def links_command(study_path: str, count: int, *, output: str | None, host: str | None, port: int | None) -> int:
     """Issue `count` personal links now (the server may be stopped) and print them."""
-    from usersimcrs.errors import UserError
-    from usersimcrs.studio.server import study_keys, write_links
-    from usersimcrs.studio.service import Pools, StudyService
-    from usersimcrs.studio.store import StudyStore
-
     if count < 1:
         raise UserError("--links: give a number of links of 1 or more")
     study = load_study(study_path, output=output)
@@ -76,8 +73,6 @@ def links_command(study_path: str, count: int, *, output: str | None, host: str 
 def load_test_command(
     study_path: str, *, participants: int, duration_s: float, kill_at_s: float | None, output: str | None
 ) -> int:
-    from usersimcrs.studio.loadtest import print_load_test, run_load_test
-
     result = run_load_test(
         study_path, participants=participants, duration_s=duration_s, kill_at_s=kill_at_s, output=output
     )

@@ -14,8 +14,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from usersimcrs.config import ItemsConfig, RatingsConfig, RunConfig, absolutize, load_run_config, resolve_path
+from usersimcrs.core.json_types import ConfigSection
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import read_yaml
+from usersimcrs.engine.plugins import connector_factory
 from usersimcrs.errors import ConfigError
 from usersimcrs.judges.rubrics import Criterion, Rubric, load_rubric
 from usersimcrs.llm.config import LLMConfig
@@ -39,7 +41,7 @@ class StudyCRS(BaseModel):
     name: str = Field(pattern=NAME_PATTERN)
     from_config: str | None = None
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> ConfigSection:
         """The connector section (everything but `name` and `from_config`)."""
         return dict(self.model_extra or {})
 
@@ -291,8 +293,6 @@ def load_study(path: str | Path, *, output: str | Path | None = None) -> Study:
 
     `output` overrides the study folder of the file.
     """
-    from usersimcrs.engine.plugins import connector_factory
-
     path = Path(path)
     config = validate(StudyConfig, read_yaml(path), source=str(path))
     folder = Path(output or config.output or Path("runs") / "studio" / config.name)

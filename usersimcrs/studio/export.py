@@ -31,6 +31,7 @@ from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.manifest import scrub_secrets
 from usersimcrs.core.votes import VOTES, VoteRecord
 from usersimcrs.errors import DataError
+from usersimcrs.pipeline.fidelity import fidelity
 from usersimcrs.studio.aggregate import (
     agreement,
     annotation_tables,
@@ -41,6 +42,7 @@ from usersimcrs.studio.aggregate import (
 from usersimcrs.studio.config import HUMAN, Study
 from usersimcrs.studio.dialogues import held_dialogue
 from usersimcrs.studio.pool import PoolEntry
+from usersimcrs.studio.service import load_pools
 from usersimcrs.studio.state import StudyState
 from usersimcrs.studio.store import LOG, read_state
 
@@ -81,8 +83,6 @@ class ExportSummary:
 
 def export_study(study: Study, output: str | Path) -> ExportSummary:
     """Write the export of `study` into `output` (replaces an earlier export there)."""
-    from usersimcrs.studio.service import load_pools
-
     state = read_state(study.folder)  # read-only: a study never served gives an empty export
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
@@ -252,8 +252,6 @@ def _export_annotations(
 
 
 def _export_turing(study: Study, state: StudyState, out: Path, summary: ExportSummary) -> None:
-    from usersimcrs.pipeline.fidelity import fidelity
-
     task = study.config.tasks.turing
     assert task is not None
     result = turing_result(state, seed=study.config.seed)

@@ -10,6 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from usersimcrs.core.validation import validate
+from usersimcrs.engine.loop import run_blocking
+from usersimcrs.engine.matrix import is_complete
 from usersimcrs.studio.config import Study
 
 
@@ -46,9 +49,7 @@ def _from_config(study: Study, name: str) -> dict[str, Any]:
 
 def ensure_annotation_source(study: Study, *, progress: bool = False) -> Path | None:
     """Run the `generate` matrix into STUDY/conversations unless it is complete; returns the folder."""
-    from usersimcrs.core.validation import validate
-    from usersimcrs.engine.loop import run_blocking
-    from usersimcrs.engine.matrix import is_complete
+    # lazy: pandas (the matrix pipeline) only when the study generates its conversations
     from usersimcrs.pipeline.matrix import MatrixConfig, plan_matrix, run_matrix_async
 
     task = study.config.tasks.annotate

@@ -31,8 +31,11 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
+from usersimcrs.errors import UserError
 from usersimcrs.studio.config import load_study
-from usersimcrs.studio.store import LOG
+from usersimcrs.studio.server import study_keys
+from usersimcrs.studio.service import Pools, StudyService
+from usersimcrs.studio.store import LOG, StudyStore
 
 MESSAGES = (
     "Hi! I'd like a funny comedy for tonight.",
@@ -391,10 +394,6 @@ def count_log(folder: Path) -> tuple[Counter[str], int]:
 def issue_tokens(study_path: str, folder: Path, count: int) -> list[str]:
     """Personal links for the bots, issued before the server starts (as a researcher sends them out):
     every bot comes from 127.0.0.1, so the open link's per-address join limit would throttle them."""
-    from usersimcrs.studio.server import study_keys
-    from usersimcrs.studio.service import Pools, StudyService
-    from usersimcrs.studio.store import StudyStore
-
     study = load_study(study_path, output=folder)
     store = StudyStore(folder)
     try:
@@ -416,8 +415,6 @@ def run_load_test(
     think_s: float = 1.0,
 ) -> LoadTestResult:
     """Run the load test (see the module docstring) and check the log against what was acknowledged."""
-    from usersimcrs.errors import UserError
-
     if participants < 1 or duration_s <= 0:
         raise UserError("--participants and --duration must be positive")
     load_study(study_path)  # a bad study stops here with one line, before any process starts

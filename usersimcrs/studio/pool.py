@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from usersimcrs.core.dialogue import AGENT, Dialogue, Utterance
+from usersimcrs.errors import ConfigError
+from usersimcrs.pipeline.sources import load_sources
 from usersimcrs.studio.config import GoldConversation
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,8 +60,6 @@ def _entries(sources: list[RunSource]) -> tuple[list[PoolEntry], int]:
 
 def load_pool(path: str | Path) -> ConversationPool:
     """Every conversation with at least one system turn under a run or matrix folder."""
-    from usersimcrs.pipeline.sources import load_sources  # imports the analysis stack: only when needed
-
     sources = load_sources(path)  # its runs share one SharedResources: each item file is read once
     entries, skipped = _entries(sources)
     return ConversationPool(entries, skipped)
@@ -79,8 +79,6 @@ def gold_pool(gold: list[GoldConversation], source: ConversationPool | None) -> 
             (e for e in (source.entries if source else []) if e.dialogue.conversation_id == spec.conversation_id), None
         )
         if match is None:
-            from usersimcrs.errors import ConfigError
-
             raise ConfigError(
                 f"key 'tasks.annotate.gold[{number}].conversation_id': {spec.conversation_id!r} "
                 "is not a conversation of the annotation source"

@@ -9,8 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from usersimcrs.engine.loop import run_coroutine
+from usersimcrs.engine.preflight import check_distinct
+from usersimcrs.engine.runner import build_context
 from usersimcrs.errors import UserError
+from usersimcrs.studio.admin import participant_rows
 from usersimcrs.studio.config import Study
+from usersimcrs.studio.crs import CRSSessions
+from usersimcrs.studio.generate import ensure_annotation_source
+from usersimcrs.studio.service import StudyService, load_pools
 from usersimcrs.studio.store import Keys, StudyStore, read_secret
 
 EXTRA = "studio"
@@ -57,8 +64,6 @@ class Urls:
 
 def write_links(service: StudyService, base: str, folder: Path) -> Path:
     """Every participant's personal link, one per line, in STUDY/links.txt (mode 0600)."""
-    from usersimcrs.studio.admin import participant_rows
-
     path = folder / LINKS
     rows = participant_rows(service, base)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -72,10 +77,6 @@ def open_service(study: Study, store: StudyStore, keys: Keys) -> StudyService:
 
     Issues the study's `participants.links` when the folder has no participant yet.
     """
-    from usersimcrs.engine.runner import build_context
-    from usersimcrs.studio.crs import CRSSessions
-    from usersimcrs.studio.service import StudyService, load_pools
-
     pools = load_pools(study)
     sessions = None
     if study.crs_configs and (study.config.tasks.chat or study.config.tasks.battle):
@@ -88,8 +89,6 @@ def open_service(study: Study, store: StudyStore, keys: Keys) -> StudyService:
 
 async def check_crs(study: Study) -> None:
     """A dead CRS URL stops the studio before it serves anyone (one line naming the URL)."""
-    from usersimcrs.engine.preflight import check_distinct
-
     if study.config.tasks.chat or study.config.tasks.battle:
         await check_distinct(
             [(config.crs, f"{study.path}: crs {name}") for name, config in study.crs_configs.items()],
@@ -108,9 +107,8 @@ def serve(
     require_web_stack()
     import uvicorn
 
-    from usersimcrs.engine.loop import run_coroutine
+    # lazy: starlette and jinja2 (the studio extra) only when the server starts
     from usersimcrs.studio.app import build_app
-    from usersimcrs.studio.generate import ensure_annotation_source
 
     host = host or study.config.host
     port = study.config.port if port is None else port

@@ -20,7 +20,8 @@ recommends unseen movies of the genres the user named. Every reply route can inj
 reset) by a scripted sequence or by seeded shares. Each server logs what it received and the
 items it sent, so tests can compare parsed lists with what went over the wire.
 
-Run one by hand::
+`LocalCRSServer(..., tls=context)` serves HTTPS (a server-side `ssl.SSLContext`), for tests of the
+https route. Run one by hand (it serves until Ctrl-C or SIGTERM; a port in use or a missing catalog is one error line)::
 
     python -m usersimcrs.testing.crs_servers ievalm --port 5005
 """
@@ -36,8 +37,11 @@ import itertools
 import json
 import random
 import re
+import signal
 import socket
+import ssl
 import struct
+import sys
 import threading
 import time
 import unicodedata
@@ -45,6 +49,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
+
+from usersimcrs.testing.tls import tls_accepted
 
 FAULT_KINDS = ("http_500", "hang", "non_json", "empty_text", "oversize", "reset")
 
@@ -61,13 +67,13 @@ class Movie:
 
     def display(self) -> str:
         """'Usual Suspects, The (1995)' -> 'The Usual Suspects (1995)'."""
-        from usersimcrs.core.items import display_title
+        from usersimcrs.core.items import display_title  # lazy: the test server's process starts without pydantic
 
         return display_title(self.title)
 
     def bare_title(self) -> str:
         """The display title without its year (how MovieBot prints titles)."""
-        from usersimcrs.core.items import split_year
+        from usersimcrs.core.items import split_year  # lazy: the test server's process starts without pydantic
 
         return split_year(self.display())[0]
 
@@ -303,7 +309,7 @@ def spelling_variants(movie: Movie) -> list[str]:
     "Seven (a.k.a. Se7en) (1995)", "Amelie (2001)" for "Amélie (Fabuleux destin d'Amélie Poulain, Le)
     (2001)"): the a.k.a. name, without the alternate title, without accents, "and" for "&", without
     the year, with two letters swapped."""
-    from usersimcrs.core.items import split_year
+    from usersimcrs.core.items import split_year  # lazy: the test server's process starts without pydantic
 
     name, year = split_year(movie.display())
     dated = (lambda text: f"{text} ({year})") if year else (lambda text: text)
@@ -349,7 +355,7 @@ class TitleStyle:
         draw = int(hashlib.sha256(f"{self.seed}:{movie.id}".encode()).hexdigest()[:12], 16)
         roll = (draw % 10_000) / 10_000
         if roll < self.missing_share:
-            from usersimcrs.core.items import split_year
+            from usersimcrs.core.items import split_year  # lazy: the test server's process starts without pydantic
 
             name, year = split_year(movie.display())
             mark = _SEQUEL_MARKS[draw % len(_SEQUEL_MARKS)]
@@ -700,6 +706,11 @@ class _HTTPServer(ThreadingHTTPServer):
     # SYN retries, so a concurrency test would measure the listen queue (the LLM test server uses 512 too)
     request_queue_size = 512
     owner: LocalCRSServer
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[Any, Any]:
+        """The accepted connection, in TLS when serving HTTPS."""
+        return tls_accepted(super().get_request(), self.tls)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # faults (reset, client gone) are expected here
@@ -716,14 +727,17 @@ class LocalCRSServer:
         port: int = 0,
         *,
         close_after_reply: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.app = app
+        self.tls = tls
         self.faults = FaultInjector(faults)
         self.log: list[Exchange] = []
         self._log_lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd = _HTTPServer((host, port), _ClosingHandler if close_after_reply else _Handler)
         self._httpd.owner = self
+        self._httpd.tls = tls
         self._thread: threading.Thread | None = None
 
     @property
@@ -732,8 +746,8 @@ class LocalCRSServer:
 
     @property
     def url(self) -> str:
-        """Base URL with a trailing slash, e.g. ``http://127.0.0.1:54321/``."""
-        return f"http://127.0.0.1:{self.port}/"
+        """Base URL with a trailing slash, e.g. ``http://127.0.0.1:54321/`` (``https://`` with `tls`)."""
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/"
 
     def start(self) -> LocalCRSServer:
         self._thread = threading.Thread(
@@ -864,23 +878,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--missing-share", type=float, default=0.0, help="ievalm: share of titles not in the catalog")
     args = parser.parse_args(argv)
     rates = {kind: float(share) for kind, _, share in (f.partition("=") for f in args.fault)}
-    options: dict[str, Any] = {"catalog": load_catalog(args.catalog)} if args.catalog else {}
+    try:
+        options: dict[str, Any] = {"catalog": load_catalog(args.catalog)} if args.catalog else {}
+    except OSError as exc:
+        print(f"error: --catalog {args.catalog}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     if args.protocol == "ievalm":
         titles = TitleStyle(variant_share=args.variant_share, missing_share=args.missing_share, seed=args.seed)
         options.update(every_turn=args.every_turn, titles=titles)
-    server = serve(
-        args.protocol,
-        faults=FaultPlan(rates=rates, seed=args.seed),
-        port=args.port,
-        close_after_reply=args.http10,
-        **options,
-    )
-    print(f"{args.protocol} CRS listening on {server.url}", flush=True)
     try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        server.stop()
+        server = serve(
+            args.protocol,
+            faults=FaultPlan(rates=rates, seed=args.seed),
+            port=args.port,
+            close_after_reply=args.http10,
+            **options,
+        )
+    except OSError as exc:
+        print(f"error: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"{args.protocol} CRS listening on {server.url}", flush=True)
+    stop = threading.Event()
+    # Ctrl-C or SIGTERM stops it cleanly, also when a shell started it in the background (SIGINT ignored there)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
     return 0
 
 

@@ -5,12 +5,14 @@ It answers `/v1/chat/completions` and `/v1/models` the way the official `openai`
 come from a script (a list, or a callable given the request JSON) or, by default, are derived
 deterministically from the prompt: plain text, or a JSON value that satisfies the requested schema.
 
-Latency, jitter and faults are configurable: by script (one entry per chat request) or by share
+With `api_key` set, a request without `Authorization: Bearer <api_key>` gets 401, as a hosted API
+answers a refused key. Latency, jitter and faults are configurable: by script (one entry per chat request) or by share
 (drawn from a seeded RNG). Faults: ``500``, ``429`` (with Retry-After), ``hang`` (no answer past the
 client's timeout), ``malformed`` (truncated JSON body), ``empty`` (a valid reply with no text) and
 ``reset`` (the connection is reset).
 
-Use it as a context manager in tests, or as a process for benchmarks::
+With `tls` (a server-side `ssl.SSLContext`) it serves HTTPS, as a hosted API does (tests of the https
+route). Use it as a context manager in tests, or as a process for benchmarks::
 
     python -m usersimcrs.testing.llm_server --port 0 --latency-ms 50 --fault-share 500=0.1
 """
@@ -24,6 +26,7 @@ import random
 import re
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -32,6 +35,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Sequence
+
+from usersimcrs.testing.tls import tls_accepted
 
 FAULTS = ("500", "429", "hang", "malformed", "empty", "reset")
 OPENAI_CHAT = "/v1/chat/completions"
@@ -169,7 +174,11 @@ class LLMServer:
         host: str = "127.0.0.1",
         port: int = 0,
         booleans: bool | None = None,
+        api_key: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        self.api_key = api_key  # when set, other keys (and none) get 401
+        self.tls = tls  # a server-side TLS context: HTTPS
         self.booleans = booleans  # fixed booleans in unscripted JSON replies (None: varied by the prompt)
         self.latency_ms = latency_ms
         self.jitter_ms = jitter_ms
@@ -191,6 +200,7 @@ class LLMServer:
         self.reset_log()
         self._httpd = _Server((host, port), _Handler)
         self._httpd.app = self
+        self._httpd.tls = tls
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -202,7 +212,7 @@ class LLMServer:
     @property
     def url(self) -> str:
         """Base URL (also the Ollama host)."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def openai_url(self) -> str:
@@ -258,7 +268,7 @@ class LLMServer:
 
     def config(self, backend: str = "openai", **overrides: Any) -> Any:
         """An LLMConfig pointing at this server for `backend` ('openai' or 'ollama')."""
-        from usersimcrs.llm.config import LLMConfig
+        from usersimcrs.llm.config import LLMConfig  # lazy: the test server's process starts without pydantic
 
         base = self.openai_url if backend == "openai" else self.ollama_url
         data = {"backend": backend, "model": self.models[0], "base_url": base, **overrides}
@@ -352,6 +362,11 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 512
     app: LLMServer
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[Any, Any]:
+        """The accepted connection, in TLS when serving HTTPS."""
+        return tls_accepted(super().get_request(), self.tls)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients that hang up (timeouts, resets) are expected here; stay quiet."""
@@ -382,6 +397,8 @@ class _Handler(BaseHTTPRequestHandler):
         app = self.server.app
         path = self.path.split("?", 1)[0]
         app._begin(LoggedRequest(path=path, body=None, protocol=_protocol(path), headers=dict(self.headers)))
+        if not self._authorized(app):
+            return
         if path == "/v1/models":
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "usersimcrs"} for m in app.models]
             self._send_json(200, {"object": "list", "data": data})
@@ -421,12 +438,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": f"no route {path}"})
             return
         try:
+            if not self._authorized(app):
+                return
             if not isinstance(body, dict):
                 self._send_json(400, _error_body(protocol, "request body is not a JSON object"))
                 return
             self._chat(app, protocol, body, entry)
         finally:
             app._end_chat()
+
+    def _authorized(self, app: LLMServer) -> bool:
+        """True without an `api_key`, or with its bearer token; else answers 401 as OpenAI does."""
+        if app.api_key is None or self.headers.get("Authorization") == f"Bearer {app.api_key}":
+            return True
+        self._send_json(401, _error_body(_protocol(self.path), "Incorrect API key provided"))
+        return False
 
     # -- chat ------------------------------------------------------------------------------
     def _chat(self, app: LLMServer, protocol: str, body: dict[str, Any], entry: LoggedRequest) -> None:

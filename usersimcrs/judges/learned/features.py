@@ -7,9 +7,17 @@ reaction): how long the reply is, how many titles it names and whether it is a l
 asks a question or for preferences, talks about itself, apologises, closes politely or announces an
 offer without naming a title, how much it repeats earlier replies and titles and itself, how much
 of P it picks up; what P asks for (recommendations, reasons) and whether P already complained;
-whether N accepts, rejects, thanks, has seen it, complains, asks why, repeats P's request or picks
-up the reply's titles, and whether N is the user's last word; the turn's position. A few products pair a request with the kind of reply (a
-"why?" answered with a list). The cue words are data (`cues.yaml`); the model records their hash.
+whether N accepts, rejects, thanks, has seen it, complains, asks why, gives up, repeats P's request or
+picks up the reply's titles, and whether N is the user's last word; the turn's position. A few products
+pair a request with the kind of reply (a "why?" answered with a list). Whether the recommendations
+answer what was asked: the titles the reply names are looked up in an item catalogue (when the model
+has one) and their genres and keywords compared with the genres and words the user asked for; how many
+catalogue items a reply recommends and how many of them are new in the conversation, and per conversation
+how many distinct catalogue items were recommended (in all and per reply): real recommendations are the
+task, whichever CRS makes them. A numbered list line without a year names a title as a dated title does.
+The reply's length is relative to the conversation's other replies (a CRS's verbosity is a fact about
+the CRS, not about the conversation); a reply that left a title out ("Have you seen ?") or greets
+mid-conversation is flagged. The cue words are data (`cues.yaml`); the model records their hash.
 Any change to what these functions compute must raise `FEATURES_VERSION`, which makes models
 trained before refuse to load.
 """
@@ -23,24 +31,30 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
-from typing import Iterable, NamedTuple, Sequence
+from pathlib import Path
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from usersimcrs.core.dialogue import AGENT, Dialogue
 from usersimcrs.core.dialogue_text import DialogueText, dialogue_text
+from usersimcrs.core.items import ItemCollection, normalize_title
 from usersimcrs.core.validation import validate
 from usersimcrs.core.yaml_io import parse_yaml_mapping
 
-FEATURES_VERSION = 2
+FEATURES_VERSION = 4
 CUES_FILE = "cues.yaml"
 TEXT_BLOCKS = ("assistant", "previous_user", "next_user")
 """The words a turn model weighs: the reply, the user turn before it and the user's reaction."""
 
 _TOKEN = re.compile(r"[\w']+")
-_YEAR = re.compile(r"\(\s*(?:19|20)\d\d\s*\)")
+_YEAR = re.compile(r"\(\s*((?:19|20)\d\d)\s*\)")
 _LIST_LINE = re.compile(r"(?m)^\s*\d{1,2}\s*[:.)]?\s+\S")
+_LIST_TITLE = re.compile(r"(?m)^\s*\d{1,2}\s*[:.)]?\s+([^\n(]+?)\s*(?:\s-\s.*)?$")
+"""A numbered list line without a year: its text (up to " - ") is a title."""
+_LIST_NUMBER = re.compile(r"^\s*\d{1,2}\s*[:.)]?\s+")
+"""The number of a list line before its title ("1  Heat (1995)")."""
 _QUOTES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 
 
@@ -61,6 +75,10 @@ class CueLists(BaseModel):
     apology: list[str]
     closing: list[str]
     offer: list[str]
+    greeting: list[str]
+    give_up: list[str]
+    slot_words: str
+    genres: dict[str, list[str]]
     stopwords: str
     intents: dict[str, list[str]] = Field(default_factory=dict)
 
@@ -78,7 +96,7 @@ class CueSet:
     phrase_cues: dict[str, frozenset[str]]
 
     @classmethod
-    def of(cls, lists: dict[str, Iterable[str]]) -> CueSet:
+    def of(cls, lists: Mapping[str, Iterable[str]]) -> CueSet:
         words: dict[str, set[str]] = {}
         phrases: dict[str, set[str]] = {}
         for name, items in lists.items():
@@ -116,10 +134,12 @@ class Cues:
     stopwords: frozenset[str]
     intents: dict[str, frozenset[str]]
     sha256: str
+    genres: CueSet
+    empty_slot: re.Pattern[str]
 
 
-USER_CUES = ("reject", "accept", "why", "request", "thanks", "seen", "complaint")
-ASSISTANT_CUES = ("self_talk", "apology", "closing", "offer")
+USER_CUES = ("reject", "accept", "why", "request", "thanks", "seen", "complaint", "give_up")
+ASSISTANT_CUES = ("self_talk", "apology", "closing", "offer", "greeting")
 
 
 @functools.cache
@@ -134,7 +154,69 @@ def load_cues() -> Cues:
         stopwords=frozenset(lists.stopwords.split()),
         intents={k: frozenset(v) for k, v in lists.intents.items()},
         sha256=hashlib.sha256(raw).hexdigest(),
+        genres=CueSet.of(lists.genres),
+        empty_slot=re.compile(r"\b(?:" + "|".join(map(re.escape, lists.slot_words.split())) + r")(?:\s*\?|\s*$|  +)"),
     )
+
+
+@dataclass(frozen=True)
+class CatalogueItem:
+    """What the features read of a catalogue item: its key (normalised title and year), its genres and the
+    words of its keywords."""
+
+    key: str
+    genres: frozenset[str]
+    keywords: frozenset[str]
+
+
+class Catalogue:
+    """Items by normalised title and year, to tell what a reply recommends (genres, keywords).
+
+    A title in a reply is the text before a "(year)"; as that text may start with the reply's own words
+    ("Have you seen Heat (1995)"), its last 1 to 12 words are tried, longest first, against the titles of
+    that year and the years beside it (catalogues and CRSs disagree by one year now and then)."""
+
+    def __init__(self, items: Iterable[Any], sha256: str = "", path: str = "") -> None:
+        self.sha256 = sha256
+        self.path = path
+        self.by_year: dict[int | None, dict[str, CatalogueItem]] = {}
+        self.by_title: dict[str, CatalogueItem] = {}
+        self.longest: dict[int | None, int] = {}  # the most words of a title, per year
+        self.size = 0
+        for item in items:
+            key = normalize_title(item.title)
+            entry = CatalogueItem(
+                key=f"{key} ({item.year})",
+                genres=frozenset(item.values("genres")),
+                keywords=frozenset(tokens(" ".join(item.values("keywords")))),
+            )
+            self.by_year.setdefault(item.year, {}).setdefault(key, entry)
+            self.by_title.setdefault(key, entry)
+            self.longest[item.year] = max(self.longest.get(item.year, 0), key.count(" ") + 1)
+            self.size += 1
+
+    @classmethod
+    def load(cls, path: str | Path) -> Catalogue:
+        """A MovieLens-style item CSV (`movieId,title,genres,keywords`, values separated by "|")."""
+        path = Path(path)
+        items = ItemCollection.from_csv(path, delimiters={"genres": "|", "keywords": "|"})
+        return cls(items, hashlib.sha256(path.read_bytes()).hexdigest(), str(path))
+
+    def resolve(self, words: Sequence[str], year: int | None) -> CatalogueItem | None:
+        """The item whose title ends `words` (the longest match), of `year` or a year beside it; without a
+        year (a list line), the item whose title is all of `words`, of any year."""
+        if year is None:
+            return self.by_title.get(" ".join(words))
+        years = (year, year - 1, year + 1)
+        tables = [t for t in (self.by_year.get(y) for y in years) if t]
+        longest = max((self.longest[y] for y in years if y in self.longest), default=0)
+        for k in range(min(len(words), longest, 12), 0, -1):
+            key = " ".join(words[-k:])
+            for table in tables:
+                hit = table.get(key)
+                if hit is not None:
+                    return hit
+        return None
 
 
 def tokens(text: str) -> list[str]:
@@ -162,6 +244,11 @@ class Reading:
     question: bool
     exclaim: bool
     flags: dict[str, bool]
+    genres: frozenset[str]
+    broken: bool
+    dated: tuple[tuple[tuple[str, ...], int | None], ...]
+    """The words before each "(year)" with the year, and numbered list lines without a year (year None):
+    titles to look up in a catalogue."""
 
     @property
     def length(self) -> int:
@@ -209,12 +296,21 @@ def read(turn: TurnText, cues: Cues) -> Reading:
     words = tokens(text)
     token_set = frozenset(words)
     padded = " " + " ".join(words) + " "
+    dated: tuple[tuple[tuple[str, ...], int | None], ...] = ()
+    undated = (
+        tuple((tuple(tokens(m)), None) for m in _LIST_TITLE.findall(text)) if turn.assistant and "\n" in text else ()
+    )
     if "(" in text:
         years = list(_YEAR.finditer(text))
-        titles = {title for m in years if (title := _title_before(text, m.start()))}
+        before = [(_title_before(text, m.start()), m) for m in years]
+        titles = {title for title, _ in before if title}
         n_years = len(years)
+        if turn.assistant:
+            dated = tuple((tuple(tokens(title)), int(m.group(1))) for title, m in before if title)
     else:
         titles, n_years = set(), 0
+    dated += tuple(entry for entry in undated if entry[0])
+    titles.update(" ".join(words_) for words_, _ in undated if words_)
     titles.update(turn.items)
     cue_set = cues.assistant if turn.assistant else cues.user
     hit = cue_set.find(token_set, padded)
@@ -228,11 +324,15 @@ def read(turn: TurnText, cues: Cues) -> Reading:
         padded=padded,
         content=frozenset(w for w in token_set - cues.stopwords if len(w) > 2),
         titles=frozenset(titles),
-        n_titles=max(n_years, len(turn.items)),
+        n_titles=max(n_years, len(turn.items), len(undated)),
         is_list="following items" in padded or ("\n" in text and len(_LIST_LINE.findall(text)) >= 2),
         question="?" in text,
         exclaim="!" in text,
         flags=flags,
+        genres=frozenset() if turn.assistant else frozenset(cues.genres.find(token_set, padded)),
+        broken=turn.assistant
+        and (not any(c.isalnum() for c in text) or cues.empty_slot.search(text.strip()) is not None),
+        dated=dated,
     )
 
 
@@ -240,7 +340,7 @@ def _title_before(text: str, end: int) -> str:
     """The words before a "(year)" back to the previous line break, colon or bracket (at most 80 characters)."""
     start = max(0, end - 80)
     cut = max(text.rfind(mark, start, end) for mark in "\n:()")
-    return text[(cut + 1 if cut >= 0 else start) : end].strip().lower()
+    return _LIST_NUMBER.sub("", text[(cut + 1 if cut >= 0 else start) : end]).strip().lower()
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -253,7 +353,7 @@ def _share(part: frozenset[str], whole: frozenset[str]) -> float:
 
 
 TURN_FEATURES = (
-    "a_words",
+    "a_words_rel",
     "a_titles",
     "a_has_title",
     "a_list",
@@ -264,13 +364,20 @@ TURN_FEATURES = (
     "a_offer_without_title",
     "a_asks_preference",
     "a_distinct",
-    "a_max_repeat",
     "a_repeats_reply",
     "a_same_as_earlier",
     "a_repeats_titles",
     "a_new_titles",
     "a_picks_up_p",
     "a_names_p_title",
+    "a_broken",
+    "a_late_greeting",
+    "a_resolved_share",
+    "a_genre_match",
+    "a_genre_miss",
+    "a_keyword_match",
+    "a_items_found",
+    "a_new_items_found",
     "p_present",
     "p_words",
     "p_question",
@@ -279,6 +386,7 @@ TURN_FEATURES = (
     "p_reject",
     "p_accept",
     "p_complaint",
+    "p_genre",
     "n_present",
     "n_words",
     "n_question",
@@ -289,6 +397,7 @@ TURN_FEATURES = (
     "n_thanks",
     "n_seen",
     "n_complaint",
+    "n_give_up",
     "n_exclaim",
     "n_repeats_p",
     "n_picks_up_a",
@@ -320,12 +429,14 @@ class ConversationFeatures:
     """Words of every utterance (for the drift check against the training ranges)."""
 
 
-LAST_REACTION_CUES = ("reject", "accept", "thanks", "seen", "complaint", "why", "request")
+LAST_REACTION_CUES = ("reject", "accept", "thanks", "seen", "complaint", "why", "request", "give_up")
 """Cues of the user's last turn after the first reply (the user's last word on the conversation)."""
 EXTRA_FEATURES = (
     "turns_log",
     "user_words_log",
     "distinct_titles_log",
+    "items_found_log",
+    "items_found_per_turn",
     "final_user_reject",
     "final_user_accept",
     "ends_with_user",
@@ -335,9 +446,12 @@ EXTRA_FEATURES = (
 
 
 def conversation_features(
-    conversation: Dialogue | DialogueText | ConversationText, cues: Cues | None = None
+    conversation: Dialogue | DialogueText | ConversationText,
+    cues: Cues | None = None,
+    catalogue: Catalogue | None = None,
 ) -> ConversationFeatures:
-    """The features of every assistant turn of a conversation (in order) and its whole-conversation extras."""
+    """The features of every assistant turn of a conversation (in order) and its whole-conversation
+    extras. Without a catalogue the features that compare recommended items with the request are 0."""
     cues = cues or load_cues()
     _, utterances = conversation if isinstance(conversation, tuple) else conversation_text(conversation)
     readings = [read(u, cues) for u in utterances]
@@ -347,13 +461,22 @@ def conversation_features(
     docs: dict[str, list[list[str]]] = {block: [] for block in TEXT_BLOCKS}
     seen_content: list[frozenset[str]] = []
     seen_titles: set[str] = set()
+    seen_items: set[str] = set()  # catalogue keys of the items the replies recommended so far
     seen_replies: set[str] = set()
     before: list[Reading | None] = []  # the latest user turn before each position
+    asked: list[frozenset[str]] = []  # the genres of the latest user turn that named any, before each position
+    asked_words: list[frozenset[str]] = []  # the user's content words so far, before each position
     latest: Reading | None = None
+    genres: frozenset[str] = frozenset()
+    said: frozenset[str] = frozenset()
     for u, r in zip(utterances, readings):
         before.append(latest)
+        asked.append(genres)
+        asked_words.append(said)
         if not u.assistant:
             latest = r
+            genres = r.genres or genres
+            said = said | r.content
     last_user = latest  # the conversation's final user turn
     after: list[Reading | None] = [None] * len(utterances)  # the first user turn after each position
     latest = None
@@ -372,8 +495,10 @@ def conversation_features(
         n_reject = float(n_flags.get("reject", False))
         repeats_titles = len(a.titles & seen_titles) / len(a.titles) if a.titles else 0.0
         offers_nothing = a.flags["offer"] and not titles and not a.is_list
+        resolved, in_genre, genre_miss, on_topic, found = _item_match(a, asked[i], asked_words[i], catalogue)
+        new_items = found - seen_items
         row = [
-            math.log1p(a.length),
+            math.log1p(a.length),  # made relative to the conversation's replies below
             float(titles),
             float(titles > 0),
             float(a.is_list),
@@ -384,13 +509,20 @@ def conversation_features(
             float(offers_nothing),
             float(a.question and not titles and not a.flags["offer"]),
             len(counts) / a.length if a.length else 0.0,
-            math.log1p(max(counts.values(), default=0)),
             max((_jaccard(a.content, c) for c in seen_content), default=0.0),
             float(a.padded in seen_replies),
             repeats_titles,
             math.log1p(len(a.titles - seen_titles)),
             _share(a.content, p.content) if p is not None else 0.0,
             float(p is not None and any(t and t in a.padded for t in (_words_of(x) for x in p.titles))),
+            float(a.broken),
+            float(k > 0 and a.flags["greeting"]),
+            resolved,
+            in_genre,
+            genre_miss,
+            on_topic,
+            math.log1p(len(found)),
+            math.log1p(len(new_items)),
             float(p is not None),
             math.log1p(p.length) if p is not None else 0.0,
             float(p is not None and p.question),
@@ -399,6 +531,7 @@ def conversation_features(
             float(p_flags.get("reject", False)),
             float(p_flags.get("accept", False)),
             float(p_flags.get("complaint", False)),
+            float(bool(asked[i])),
             float(n is not None),
             math.log1p(n.length) if n is not None else 0.0,
             float(n is not None and n.question),
@@ -409,6 +542,7 @@ def conversation_features(
             float(n_flags.get("thanks", False)),
             float(n_flags.get("seen", False)),
             float(n_flags.get("complaint", False)),
+            float(n_flags.get("give_up", False)),
             float(n is not None and n.exclaim),
             _jaccard(n.content, p.content) if n is not None and p is not None else 0.0,
             _share(n.content, a.content) if n is not None else 0.0,
@@ -432,7 +566,12 @@ def conversation_features(
         docs["next_user"].append(n.terms if n is not None else [])
         seen_content.append(a.content)
         seen_titles |= a.titles
+        seen_items |= found
         seen_replies.add(a.padded)
+    if rows:  # a reply's length against the conversation's other replies, not the CRS's habit
+        mean_length = sum(row[0] for row in rows) / len(rows)
+        for row in rows:
+            row[0] -= mean_length
     users = [r for u, r in zip(utterances, readings) if not u.assistant]
     final_user = readings[-1] if utterances and not utterances[-1].assistant and count else None
     reacted = last_user if count and last_user is not None and after[assistant[0]] is not None else None
@@ -440,6 +579,8 @@ def conversation_features(
         math.log1p(count),
         math.log1p(sum(r.length for r in users)),
         math.log1p(len(seen_titles)),
+        math.log1p(len(seen_items)),
+        len(seen_items) / count if count else 0.0,
         float(final_user is not None and final_user.flags["reject"]),
         float(final_user is not None and final_user.flags["accept"]),
         float(final_user is not None),
@@ -452,6 +593,25 @@ def conversation_features(
         extra=np.asarray(extra, dtype=float),
         words=[r.length for r in readings],
     )
+
+
+def _item_match(
+    reply: Reading, genres: frozenset[str], words: frozenset[str], catalogue: Catalogue | None
+) -> tuple[float, float, float, float, frozenset[str]]:
+    """How the reply's recommended items answer the request: the share of its dated titles found in the
+    catalogue; of those, the share in a genre the user asked for; whether none is (when the user asked
+    for a genre); the share whose keywords share a word with what the user said; the keys of the items found.
+    Zeros (and no items) without a catalogue or without titles."""
+    if catalogue is None or not reply.dated:
+        return 0.0, 0.0, 0.0, 0.0, frozenset()
+    found = [hit for words_, year in reply.dated if (hit := catalogue.resolve(words_, year)) is not None]
+    if not found:
+        return 0.0, 0.0, 0.0, 0.0, frozenset()
+    share = len(found) / len(reply.dated)
+    in_genre = sum(1 for item in found if not item.genres.isdisjoint(genres)) / len(found) if genres else 0.0
+    missed = float(bool(genres) and in_genre == 0.0)
+    on_topic = sum(1 for item in found if not item.keywords.isdisjoint(words)) / len(found) if words else 0.0
+    return share, in_genre, missed, on_topic, frozenset(item.key for item in found)
 
 
 def _words_of(title: str) -> str:

@@ -19,6 +19,7 @@ from usersimcrs.core.crsarena_eval import split_score_name, turn_index, turn_sco
 from usersimcrs.core.dialogue import AGENT, Dialogue
 from usersimcrs.errors import ConfigError
 from usersimcrs.judges.base import Judge, JudgeOptions, Judgment, PlannedCall
+from usersimcrs.judges.learned.model import Evaluator
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.judges.learned.model import Evaluator
@@ -29,6 +30,7 @@ class LearnedJudgeOptions(JudgeOptions):
     """The learned judge's options: the model file (the command line's --model)."""
 
     model: str | None = Field(default=None, description="model file from `usersimcrs evaluator train`")
+    items: str | None = Field(default=None, description="the item catalogue, when not where the model was trained")
 
 
 class LearnedJudge(Judge):
@@ -44,9 +46,8 @@ class LearnedJudge(Judge):
         path = getattr(self.config, "model", None)
         if not path:
             raise ConfigError("judge learned: give the model file with --model MODEL (usersimcrs evaluator train)")
-        from usersimcrs.judges.learned.model import Evaluator
 
-        self.evaluator: Evaluator = Evaluator.load(path)
+        self.evaluator: Evaluator = Evaluator.load(path, getattr(self.config, "items", None))
         self.model_key = "learned:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
         aspects = self.evaluator.model.aspects
         wanted = self.config.criteria

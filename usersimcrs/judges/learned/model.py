@@ -13,6 +13,7 @@ fitted on data like the conversations it scores; `drift` says when a run looks u
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from usersimcrs.judges.learned.features import (
     FEATURES_VERSION,
     TEXT_BLOCKS,
     TURN_FEATURES,
+    Catalogue,
     ConversationFeatures,
     ConversationText,
     conversation_features,
@@ -47,7 +49,7 @@ def proxy_name(aspect: str) -> str:
     return f"{aspect}_turn"
 
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 class _Plain(BaseModel):
@@ -125,6 +127,37 @@ class TrainingFacts(_Plain):
     ranges: dict[str, tuple[float, float]] = Field(
         description="1st and 99th percentile of assistant words, user words and assistant turns"
     )
+    id_salt: str = Field(description="salt of the conversation-ID hashes (from the training data's hash and the seed)")
+    conversation_hashes: list[str] = Field(
+        description="SHA-256 of salt + conversation ID of every training conversation, sorted: tells which "
+        "conversations of a scored run the model was trained on without storing the IDs"
+    )
+    corpus: list[str] = Field(
+        default_factory=list, description="the files the training folder was converted from (its conversion report)"
+    )
+
+    def hash_id(self, conversation_id: str) -> str:
+        """The salted hash of one conversation ID, as `conversation_hashes` stores them."""
+        return hashlib.sha256((self.id_salt + conversation_id).encode("utf-8")).hexdigest()
+
+
+class CVFigures(_Plain):
+    """One aspect's agreement figures recorded at training (out-of-fold predictions of the chosen settings)."""
+
+    n: int
+    pearson: float
+    spearman: float
+    within_pearson: float | None = None
+    pearson_ci: tuple[float, float] | None = None
+    within_pearson_ci: tuple[float, float] | None = None
+
+
+class CatalogueFacts(_Plain):
+    """The item catalogue the features looked titles up in (path as given at training, its hash, size)."""
+
+    path: str
+    sha256: str
+    items: int
 
 
 class LearnedModel(_Plain):
@@ -137,6 +170,9 @@ class LearnedModel(_Plain):
     created: str
     versions: dict[str, str] = Field(description="libraries the model was fitted with")
     training: TrainingFacts
+    catalogue: CatalogueFacts | None = Field(
+        default=None, description="the item catalogue of the recommended-items features (None: those features are 0)"
+    )
     cv: dict[str, Any] = Field(description="cross-validation figures recorded at training")
     hyper_parameters: dict[str, dict[str, Any]]
     turn_features: list[str]
@@ -405,11 +441,38 @@ class ScoredBatch:
         return out
 
 
+def trained_on(model: LearnedModel, conversation_ids: Iterable[str]) -> list[str]:
+    """The conversation IDs among `conversation_ids` that the model was trained on (by salted ID hash)."""
+    trained = frozenset(model.training.conversation_hashes)
+    return [cid for cid in conversation_ids if model.training.hash_id(cid) in trained]
+
+
+def catalogue_path(model: LearnedModel, source: str, items: str | Path | None = None) -> Path | None:
+    """The item catalogue a model's features read: `items` when given, else the file named at training;
+    a model trained without one needs none. A missing file stops with one line naming it."""
+    if model.catalogue is None:
+        return None
+    path = Path(items) if items is not None else Path(model.catalogue.path)
+    if not path.is_file():
+        raise UserError(
+            f"{source}: the model compares recommendations with the item catalogue {path}, which is not there; "
+            "give the catalogue with --items FILE"
+        )
+    return path
+
+
 class Evaluator:
     """A loaded model ready to score conversations (numpy only; no scikit-learn needed)."""
 
-    def __init__(self, model: LearnedModel) -> None:
+    def __init__(
+        self, model: LearnedModel, catalogue: Catalogue | None = None, catalogue_file: Path | None = None
+    ) -> None:
+        """`catalogue`: the item catalogue, or `catalogue_file` to read it from when the first conversation is
+        scored (a process that only checks the model, or hands the scoring to workers, never reads it)."""
         self.model = model
+        self._catalogue = catalogue
+        self.catalogue_file = catalogue_file
+        self.trained = frozenset(model.training.conversation_hashes)
         self.cues = load_cues()
         self.text = TextVectors(model.text_blocks)
         self.turn_mean = np.asarray(model.turn_scaler.mean)
@@ -430,8 +493,20 @@ class Evaluator:
         self.aspects = self.aspects[: len(model.aspects)]
 
     @classmethod
-    def load(cls, path: str | Path) -> Evaluator:
-        return cls(load_model(path))
+    def load(cls, path: str | Path, items: str | Path | None = None) -> Evaluator:
+        model = load_model(path)
+        return cls(model, catalogue_file=catalogue_path(model, str(path), items))
+
+    @property
+    def catalogue(self) -> Catalogue | None:
+        """The item catalogue the features read (read from its file on first use)."""
+        if self._catalogue is None and self.catalogue_file is not None:
+            self._catalogue = Catalogue.load(self.catalogue_file)
+        return self._catalogue
+
+    def in_training(self, conversation_ids: Iterable[str]) -> list[bool]:
+        """Whether each conversation was one of the model's training conversations (by salted ID hash)."""
+        return [self.model.training.hash_id(cid) in self.trained for cid in conversation_ids]
 
     def _predict(self, aspect: _CompiledAspect, x: np.ndarray, scaled: np.ndarray, text: dict[str, Any]) -> np.ndarray:
         linear = aspect.intercept + scaled @ aspect.weights
@@ -449,7 +524,7 @@ class Evaluator:
         model calls. A conversation without an assistant turn gets no turn predictions and dialogue
         predictions from its extras only (counted in `stats.without_assistant_turn`)."""
         batch = [c if isinstance(c, tuple) else conversation_text(c) for c in conversations]
-        features = [conversation_features(c, self.cues) for c in batch]
+        features = [conversation_features(c, self.cues, self.catalogue) for c in batch]
         if stats is not None:
             self._observe(batch, features, stats)
         turn_aspects = [a for a in self.aspects if a.spec.level == "turn"]
@@ -537,7 +612,21 @@ class Evaluator:
                 )
         if stats.without_assistant_turn:
             out.append(f"{stats.without_assistant_turn} conversations have no assistant turn (no turn predictions)")
+        catalogue = self.model.catalogue
+        if catalogue is not None and self.catalogue_sha256() not in (None, catalogue.sha256):
+            out.append(
+                f"the item catalogue differs from the one the model was trained with ({catalogue.path}): the "
+                "recommended-items features may read differently"
+            )
         return out
+
+    def catalogue_sha256(self) -> str | None:
+        """The SHA-256 of the catalogue in use (from its file, without parsing it), None without one."""
+        if self._catalogue is not None:
+            return self._catalogue.sha256
+        if self.catalogue_file is None:
+            return None
+        return hashlib.sha256(self.catalogue_file.read_bytes()).hexdigest()
 
 
 UNKNOWN_MARGIN = 0.15

@@ -1,4 +1,4 @@
-"""Small helpers every HTTP backend shares: local-URL test, message dicts, the Ollama host."""
+"""Small helpers every HTTP backend shares: local-URL test, client route, message dicts, the Ollama host."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import os
 from typing import Any
 from urllib.parse import urlparse
 
+from usersimcrs.core.http_route import Route, choose_route
+from usersimcrs.errors import ConfigError
 from usersimcrs.llm.base import Message
 from usersimcrs.llm.config import LLMConfig
 
@@ -19,6 +21,15 @@ def is_local_url(url: str | None) -> bool:
         return False
     host = (urlparse(url if "://" in url else f"http://{url}").hostname or "").lower()
     return host in LOCAL_HOSTS or host.startswith("127.")
+
+
+def llm_route(url: str, config: LLMConfig) -> Route:
+    """Which client sends the calls to `url` under `llm.client` (core/http_route.py); `lean` against an
+    https URL is a ConfigError (the lean client speaks plain HTTP only)."""
+    try:
+        return choose_route(url, config.client, key="llm.client")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def message_dicts(messages: list[Message]) -> list[dict[str, str]]:

@@ -28,7 +28,7 @@ from usersimcrs.core.http_client import (
 )
 from usersimcrs.core.retry import parse_retry_after
 from usersimcrs.errors import LLMError
-from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, redact, status_error
+from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, redact, redirect_error, status_error
 
 MAX_REPLY_BYTES = 64_000_000  # far above any chat completion; a server streaming without end is cut off
 
@@ -70,11 +70,7 @@ class LeanHTTP:
         """POST and decode a 2xx JSON answer; an HTTP error status is classified with its Retry-After."""
         reply = await self.post(url, payload)
         if 300 <= reply.status < 400:
-            target = reply.header("Location")
-            where = f" to {redact(target, self.secrets)}" if target else ""
-            raise PermanentLLMError(
-                f"{self.backend}: HTTP {reply.status}: redirected{where}, not followed (set llm.base_url to the final address)"
-            )
+            raise redirect_error(self.backend, reply.status, reply.header("Location"), self.secrets)
         if reply.status >= 400:
             retry_after = parse_retry_after(reply.header("Retry-After"))
             raise self._status_error(reply, message_of, retry_after)

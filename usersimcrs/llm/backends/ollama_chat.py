@@ -1,8 +1,8 @@
 """`ollama` backend: non-streaming `/api/chat`, host from config.base_url or OLLAMA_HOST.
 
-By default (`client: lean`) the POST {host}/api/chat (model, messages, format, options,
-stream=false) goes through `LeanHTTP`; with `client: official` it goes through the official
-`ollama.AsyncClient`, imported only then.
+The POST {host}/api/chat (model, messages, format, options, stream=false) goes through `LeanHTTP` to a
+local plain-HTTP server and through the official `ollama.AsyncClient` to anything else (`client: auto`,
+core/http_route.py; `lean` or `official` forces one); the official client is imported only then.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 from usersimcrs.core.env_headers import headers_from_env
 from usersimcrs.core.retry import parse_retry_after
 from usersimcrs.core.usage import Usage
-from usersimcrs.llm.backends.common import close_transports, message_dicts, ollama_host
+from usersimcrs.llm.backends.common import close_transports, llm_route, message_dicts, ollama_host
 from usersimcrs.llm.backends.lean_http import LeanHTTP
-from usersimcrs.llm.base import LLM, LLMResult, Message
+from usersimcrs.llm.base import LLM, LLMResult, Message, PreflightTarget
 from usersimcrs.llm.config import LLMConfig
-from usersimcrs.llm.failures import TransientLLMError, status_error
+from usersimcrs.llm.failures import TransientLLMError, redirect_error, status_error
 from usersimcrs.llm.loops import PerLoop
 
 if TYPE_CHECKING:
@@ -39,40 +39,58 @@ class OllamaChat(LLM):
         self.host = ollama_host(config)
         headers = headers_from_env(config.headers_env, section="llm")
         self._secrets = list(headers.values())
+        self._wire_headers = self._with_api_key(headers)
+        self._url = f"{self.host.rstrip('/')}/api/chat"
+        self.route = llm_route(self._url, config)
         self._lean: LeanHTTP | None = None
-        if config.client == "lean":
-            self._lean = self._lean_transport(headers)
+        if self.route.client == "lean":
+            self._lean = self._lean_transport()
         self._client = PerLoop(lambda: self._official_client(headers))
 
     def _official_client(self, headers: dict[str, str]) -> ollama.AsyncClient:
-        """The official async client (`client: official`), HTTP errors classified in its response hook."""
+        """The official async client (https, a proxy, or `client: official`), HTTP errors classified in its
+        response hook."""
         import ollama
 
         return ollama.AsyncClient(
             host=self.host,
             timeout=self.config.timeout_s,
             headers=headers or None,
+            follow_redirects=False,  # the key and headers go to no other address
             event_hooks={"response": [self._raise_for_status]},
         )
 
-    def _lean_transport(self, headers: dict[str, str]) -> LeanHTTP:
-        """The lean transport, with the headers the official client would send (OLLAMA_API_KEY too)."""
+    def _with_api_key(self, headers: dict[str, str]) -> dict[str, str]:
+        """The headers the official client would send: the configured ones, OLLAMA_API_KEY as a bearer token."""
         wire_headers = dict(headers)
         api_key = os.environ.get("OLLAMA_API_KEY")
         if api_key and not any(name.lower() == "authorization" for name in wire_headers):
             wire_headers["Authorization"] = f"Bearer {api_key}"
             self._secrets.append(api_key)
-        self._url = f"{self.host.rstrip('/')}/api/chat"
+        return wire_headers
+
+    def _lean_transport(self) -> LeanHTTP:
+        """The lean transport, with the headers the official client would send (OLLAMA_API_KEY too)."""
         return LeanHTTP(
             "ollama",
             connections=self.config.max_concurrency,
             timeout_s=self.config.timeout_s,
-            headers=wire_headers,
+            headers=self._wire_headers,
             secrets=self._secrets,
         )
 
+    def preflight_target(self) -> PreflightTarget:
+        """GET {host}/api/tags (the local models) with the headers of every call: answered without
+        loading a model."""
+        assert self.route is not None  # set in __init__
+        return PreflightTarget(
+            f"{self.host.rstrip('/')}/api/tags", self._wire_headers, "OLLAMA_API_KEY", self.route.client
+        )
+
     async def _raise_for_status(self, response: httpx.Response) -> None:
-        """Classify HTTP errors here, where the Retry-After header is still at hand."""
+        """Classify HTTP errors and redirects here, where the Retry-After and Location headers are at hand."""
+        if 300 <= response.status_code < 400:
+            raise redirect_error("ollama", response.status_code, response.headers.get("location"), self._secrets)
         if response.status_code < 400:
             return
         await response.aread()
@@ -121,7 +139,7 @@ class OllamaChat(LLM):
         schema: dict | None,
         started: float,
     ) -> LLMResult:
-        """The call through the official client (`client: official`), its failures classified."""
+        """The call through the official client (https, a proxy, or `client: official`), its failures classified."""
         import httpx
         import ollama
 

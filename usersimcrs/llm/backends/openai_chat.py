@@ -1,9 +1,9 @@
 """`openai` backend: chat completions against OpenAI or any compatible server.
 
-By default (`client: lean`) the request (POST {base_url}/chat/completions, Bearer key, extra
-headers, `response_format` json_schema) goes through `LeanHTTP`; with `client: official` the same
-request goes through the official `AsyncOpenAI` client, imported only then (it costs about 0.3 s
-of start-up and 3 ms of CPU per call).
+The request (POST {base_url}/chat/completions, Bearer key, extra headers, `response_format`
+json_schema) goes through `LeanHTTP` to a local plain-HTTP server and through the official
+`AsyncOpenAI` client to anything else (`client: auto`, core/http_route.py; `lean` or `official`
+forces one). The official client is imported only then (about 0.3 s of start-up, 3 ms of CPU per call).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from usersimcrs.core.env_headers import headers_from_env
 from usersimcrs.core.retry import parse_retry_after
 from usersimcrs.core.usage import Usage
 from usersimcrs.errors import ConfigError
-from usersimcrs.llm.backends.common import close_transports, is_local_url, message_dicts
+from usersimcrs.llm.backends.common import close_transports, is_local_url, llm_route, message_dicts
 from usersimcrs.llm.backends.lean_http import LeanHTTP
-from usersimcrs.llm.base import LLM, LLMResult, Message
+from usersimcrs.llm.base import LLM, LLMResult, Message, PreflightTarget
 from usersimcrs.llm.config import LLMConfig
-from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, status_error
+from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, redirect_error, status_error
 from usersimcrs.llm.loops import PerLoop
 
 if TYPE_CHECKING:
@@ -58,16 +58,18 @@ class OpenAIChat(LLM):
         key = resolve_api_key(config)
         headers = headers_from_env(config.headers_env, section="llm")
         self._secrets = [key, *headers.values()]
+        self._wire_headers = {"Authorization": f"Bearer {key}", **headers}
+        self._url = f"{openai_base_url(config).rstrip('/')}/chat/completions"
+        self.route = llm_route(self._url, config)
         self._lean: LeanHTTP | None = None
-        if config.client == "lean":
+        if self.route.client == "lean":
             self._lean = LeanHTTP(
                 "openai",
                 connections=config.max_concurrency,
                 timeout_s=config.timeout_s,
-                headers={"Authorization": f"Bearer {key}", **headers},
+                headers=self._wire_headers,
                 secrets=self._secrets,
             )
-            self._url = f"{openai_base_url(config).rstrip('/')}/chat/completions"
         self._client = PerLoop(lambda: _official_client(config, key, headers))
 
     def request_kwargs(
@@ -109,12 +111,16 @@ class OpenAIChat(LLM):
         return await self._complete_official(kwargs, started)
 
     async def _complete_official(self, kwargs: dict[str, Any], started: float) -> LLMResult:
-        """The call through the official client (`client: official`), its failures classified."""
+        """The call through the official client (https, a proxy, or `client: official`), its failures classified."""
         import openai
 
         try:
             response = await self._client.get().chat.completions.create(**kwargs)
         except openai.APIStatusError as exc:
+            if 300 <= exc.status_code < 400:
+                raise redirect_error(
+                    "openai", exc.status_code, exc.response.headers.get("location"), self._secrets
+                ) from None
             retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
             raise status_error("openai", exc.status_code, _message_of(exc), retry_after, self._secrets) from None
         except openai.APITimeoutError:
@@ -159,17 +165,30 @@ class OpenAIChat(LLM):
             text=text, usage=counts, latency_s=time.perf_counter() - started, model=self.model, backend=self.backend
         )
 
+    def preflight_target(self) -> PreflightTarget:
+        """GET {base_url}/models with the key and headers of every call (either client): free, and a
+        refused key is a 401 there."""
+        url = f"{openai_base_url(self.config).rstrip('/')}/models"
+        assert self.route is not None  # set in __init__
+        return PreflightTarget(url, self._wire_headers, self.config.api_key_env, self.route.client)
+
     async def aclose(self) -> None:
         """Close the HTTP pool."""
         await close_transports(self._lean, self._client)
 
 
 def _official_client(config: LLMConfig, key: str, headers: dict[str, str]) -> openai.AsyncOpenAI:
-    """The official async client, its own retries off (ours are in front)."""
+    """The official async client, its own retries off (ours are in front) and redirects not followed (the key
+    and headers go to no other address)."""
     import openai
 
     return openai.AsyncOpenAI(
-        api_key=key, base_url=config.base_url, timeout=config.timeout_s, max_retries=0, default_headers=headers or None
+        api_key=key,
+        base_url=config.base_url,
+        timeout=config.timeout_s,
+        max_retries=0,
+        default_headers=headers or None,
+        http_client=openai.DefaultAsyncHttpxClient(timeout=config.timeout_s, follow_redirects=False),
     )
 
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from usersimcrs.core.dialogue import USER, Dialogue
 from usersimcrs.core.dialoguekit_io import read_dialoguekit
 from usersimcrs.runtime.context import RunContext
+from usersimcrs.simulators.agenda.nlg.corpus import SeekerPool, build_pool, read_corpus
+from usersimcrs.simulators.agenda.nlg.seeker_acts import SeekerLabeller
 from usersimcrs.simulators.agenda.nlg.templates import load_default_templates, mine_templates
 from usersimcrs.simulators.agenda.nlu.act_parser import format_acts
-from usersimcrs.simulators.agenda.policy.domain import Domain, domain_from_items, load_domain
+from usersimcrs.simulators.agenda.policy.domain import Domain, canonical_slot, domain_from_items, load_domain
 from usersimcrs.simulators.agenda.policy.interaction_model import InteractionModel, load_interaction_model
 from usersimcrs.simulators.agenda.policy.transitions import TransitionModel
 
@@ -69,3 +72,20 @@ def _build(
         mined=mine_templates(dialogues),
         examples=examples,
     )
+
+
+def corpus_pool(context: RunContext, path: str | None, holdout: float) -> Callable[[], SeekerPool] | None:
+    """The corpus NLG's pool of labelled seeker messages, built on first use and shared by the run."""
+    if not path:
+        return None
+
+    def build() -> SeekerPool:
+        genres = [
+            value
+            for attribute in (context.items.slots() if context.items is not None else [])
+            if canonical_slot(attribute) == "GENRE"
+            for value in context.items.slot_values(attribute)  # type: ignore[union-attr]
+        ]
+        return build_pool(read_corpus(path), SeekerLabeller(genres=genres), holdout=holdout)
+
+    return lambda: context.shared(f"agenda.nlg.corpus:{path}:{holdout}", build)

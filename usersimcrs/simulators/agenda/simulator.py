@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from usersimcrs.core.dialogue import AGENT, USER, Dialogue, DialogueAct, ItemRef, Utterance
 from usersimcrs.core.profile import UserProfile
@@ -14,7 +14,7 @@ from usersimcrs.simulators.agenda.nlu.act_parser import ParseResult, format_acts
 from usersimcrs.simulators.agenda.nlu.base import DEFAULT_ROLES, NLUSettings, nlu_components
 from usersimcrs.simulators.agenda.policy.item_judge import ItemJudge
 from usersimcrs.simulators.agenda.policy.policy import AgendaPolicy, PolicySettings
-from usersimcrs.simulators.agenda.resources import build_resources
+from usersimcrs.simulators.agenda.resources import build_resources, corpus_pool
 from usersimcrs.simulators.base import SimulatorConfig, Stop, UserSimulator
 
 
@@ -23,11 +23,23 @@ class AgendaConfig(SimulatorConfig):
 
     type: str = "agenda"
     nlu: str = Field("rules", description="NLU plug-in: rules | llm")
-    nlg: str = Field("template", description="NLG plug-in: template | llm")
+    nlg: str = Field("template", description="NLG plug-in: template | llm | corpus")
     nlu_structured: bool = Field(False, description="LLM NLU returns JSON constrained by a schema")
     nlu_max_tokens: int = Field(96, ge=8)
     nlg_max_tokens: int = Field(60, ge=8)
     few_shot: int = Field(4, ge=0, description="few-shot examples for the LLM NLG")
+    nlg_corpus_path: str | None = Field(
+        None,
+        description="human corpus for `nlg: corpus` (a converted corpus or run folder, dialogues JSONL or "
+        "DialogueKit JSON): its seeker messages speak the user's acts",
+    )
+    nlg_corpus_holdout: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="share of the corpus's conversations kept out of the NLG's pool (by ID; `fidelity "
+        "--human-holdout` compares with exactly those)",
+    )
     annotated_dialogues_path: str | None = Field(None, description="DialogueKit JSON: templates, few-shot, transitions")
     interaction_model_path: str | None = Field(
         None, description="interaction-model YAML (anchor schema); CIR by default"
@@ -57,6 +69,17 @@ class AgendaConfig(SimulatorConfig):
         if value not in nlg_components.names():
             raise ValueError(f"unknown NLG {value!r}; known: {', '.join(nlg_components.names())}")
         return value
+
+    @model_validator(mode="after")
+    def _corpus_given(self) -> AgendaConfig:
+        if self.nlg == "corpus" and not self.nlg_corpus_path:
+            raise ValueError("nlg: corpus needs nlg_corpus_path (a converted human corpus, e.g. ReDial)")
+        return self
+
+    def llm_components(self) -> list[str]:
+        """`nlu` and `nlg` where the chosen plug-in calls an LLM (rules and templates call none)."""
+        chosen = (("nlu", nlu_components.get(self.nlu)), ("nlg", nlg_components.get(self.nlg)))
+        return [component for component, plugin in chosen if plugin.uses_llm]
 
 
 class AgendaSimulator(UserSimulator):
@@ -101,6 +124,7 @@ class AgendaSimulator(UserSimulator):
                 llm=lambda: context.llm("nlg"),
                 few_shot=config.few_shot,
                 max_tokens=config.nlg_max_tokens,
+                corpus=corpus_pool(context, config.nlg_corpus_path, config.nlg_corpus_holdout),
             )
         )
         judge = ItemJudge(
@@ -160,6 +184,7 @@ class AgendaSimulator(UserSimulator):
             {
                 "user_acts": format_acts(acts),
                 "nlg_source": generated.source,
+                **({"nlg_origin": generated.origin} if generated.origin else {}),
                 "agenda": [str(a) for a in self.policy.agenda.acts()],
                 "requests": {s: r.model_dump(exclude={"slot"}) for s, r in state.requests.items()},
                 "accepted": state.accepted.title if state.accepted else None,

@@ -43,6 +43,8 @@ def few_shot_examples(
 class LLMNLG(NLG):
     """Generates the user's message with an LLM."""
 
+    uses_llm = True
+
     def __init__(self, settings: NLGSettings, prompt: dict[str, Any] | None = None) -> None:
         super().__init__(settings)
         self.prompt = prompt or load_prompt()

@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import random
+import re
 
 from usersimcrs.core.dialogue import Dialogue, DialogueAct
+from usersimcrs.core.items import display_title, split_year
 from usersimcrs.simulators.agenda.nlg.base import NLG, NLGResult
 from usersimcrs.simulators.agenda.nlg.templates import act_signature, acts_signature
 from usersimcrs.simulators.agenda.policy.domain import canonical_slot
+
+_PARENTHESES = re.compile(r"\s*\([^()]*\)\s*$")
+
+
+def short_title(value: str) -> str:
+    """A title as people type it: no year, no alternative name ("Men in Black (a.k.a. MIB) (1997)" -> "Men in Black")."""
+    name = split_year(display_title(value))[0]
+    while True:
+        shorter = _PARENTHESES.sub("", name).strip()
+        if shorter == name or not shorter:
+            return name
+        name = shorter
 
 
 def slot_label(slot: str) -> str:
@@ -27,8 +41,7 @@ class TemplateNLG(NLG):
         whole = self.settings.mined.get(acts_signature(acts)) if acts else None
         if whole:
             return NLGResult(text=self._fill_mined(rng.choice(whole), acts), source="mined")
-        parts = [self.realise_act(act, rng) for act in acts]
-        return NLGResult(text=" ".join(p for p in parts if p), source="template")
+        return NLGResult(text=join_parts([self.realise_act(act, rng) for act in acts]), source="template")
 
     def realise_act(self, act: DialogueAct, rng: random.Random) -> str:
         """One act: a mined template for its signature, else the most specific built-in one."""
@@ -45,7 +58,12 @@ class TemplateNLG(NLG):
         for key in keys:
             if key in defaults:
                 value = (slot.value or "") if slot else ""
-                values = {"slot": slot_label(slot.slot) if slot else "", "value": value, "value_lower": value.lower()}
+                values = {
+                    "slot": slot_label(slot.slot) if slot else "",
+                    "value": value,
+                    "value_lower": value.lower(),
+                    "title": short_title(value),
+                }
                 return rng.choice(defaults[key]).format(**values)
         return _plain(act)
 
@@ -56,6 +74,16 @@ class TemplateNLG(NLG):
             return template.format(**values)
         except (KeyError, IndexError, ValueError):
             return template
+
+
+def join_parts(parts: list[str]) -> str:
+    """The texts of one turn's acts, one after another: a full stop between them where the first has no mark."""
+    out = ""
+    for part in (p.strip() for p in parts if p and p.strip()):
+        if out and out[-1].isalnum():
+            out += "."
+        out = f"{out} {part}" if out else part
+    return out
 
 
 def _plain(act: DialogueAct) -> str:

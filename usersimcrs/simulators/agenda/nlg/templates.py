@@ -46,13 +46,14 @@ def mine_templates(dialogues: list[Dialogue]) -> dict[str, tuple[str, ...]]:
         for utterance in dialogue.utterances:
             if utterance.participant != USER or not utterance.dialogue_acts or not utterance.text.strip():
                 continue
-            template = _templatise(utterance.text.strip(), utterance.dialogue_acts)
+            template = templatise(utterance.text.strip(), utterance.dialogue_acts)
             if template is not None:
                 mined.setdefault(acts_signature(utterance.dialogue_acts), {})[template] = None
     return {key: tuple(values) for key, values in mined.items()}
 
 
-def _templatise(text: str, acts: list[DialogueAct]) -> str | None:
+def templatise(text: str, acts: list[DialogueAct]) -> str | None:
+    """`text` with each valued slot's value as ``{SLOT}``; None unless every value occurs once and no slot repeats."""
     seen_slots: set[str] = set()
     template = text.replace("{", "{{").replace("}", "}}")
     for act in acts:

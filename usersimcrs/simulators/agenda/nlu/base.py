@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar
 
 from usersimcrs.core.dialogue import Dialogue, Utterance
 from usersimcrs.core.items import ItemCollection
@@ -15,6 +15,8 @@ from usersimcrs.simulators.agenda.policy.interaction_model import InteractionMod
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.llm.base import LLM
+
+T = TypeVar("T")
 
 # rule roles -> CIR agent intents; an interaction model may override them with `agent_intent_roles`
 DEFAULT_ROLES = {
@@ -42,7 +44,7 @@ class NLUSettings:
     roles: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ROLES))
     cache: Callable[[str, Callable[[], Any]], Any] | None = None
 
-    def shared(self, key: str, factory: Callable[[], Any]) -> Any:
+    def shared(self, key: str, factory: Callable[[], T]) -> T:
         """A read-only resource shared by a run (RunContext.shared) or built here when there is no run."""
         return self.cache(key, factory) if self.cache is not None else factory()
 
@@ -58,6 +60,8 @@ class NLUSettings:
 
 class NLU(ABC):
     """Turns the CRS's last utterance into agent dialogue acts."""
+
+    uses_llm: ClassVar[bool] = False  # calls the `nlu` LLM component (checked before a run)
 
     def __init__(self, settings: NLUSettings) -> None:
         self.settings = settings

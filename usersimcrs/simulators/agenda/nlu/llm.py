@@ -14,6 +14,7 @@ from typing import Any
 
 from usersimcrs.config import read_yaml
 from usersimcrs.core.dialogue import USER, Dialogue, DialogueAct, SlotValue, Utterance
+from usersimcrs.core.json_types import JSON
 from usersimcrs.errors import LLMError
 from usersimcrs.llm.base import Message
 from usersimcrs.simulators.agenda.nlu.act_parser import ParseResult, act_schema, acts_from_json, parse_acts
@@ -31,6 +32,8 @@ def load_prompt(path: str = str(PROMPT_PATH)) -> dict[str, Any]:
 
 class LLMNLU(NLU):
     """Dialogue-act extraction by an LLM, with the rule NLU as the fallback."""
+
+    uses_llm = True
 
     def __init__(self, settings: NLUSettings, prompt: dict[str, Any] | None = None) -> None:
         super().__init__(settings)
@@ -80,7 +83,7 @@ class LLMNLU(NLU):
         parsed = self._parse(result.text, result.parsed)
         return self._with_items(parsed, utterance)
 
-    def _parse(self, text: str, parsed: Any) -> ParseResult:
+    def _parse(self, text: str, parsed: JSON) -> ParseResult:
         if self.settings.structured:
             data = parsed
             if data is None:

@@ -1,4 +1,4 @@
-"""How the simulated user judges a recommended item: target, seen, liked, disliked or neutral.
+"""How the simulated user judges a recommended item: target, seen, liked, disliked, neutral or unknown.
 
 Judgements come from the profile only (targets, seen items with ratings, item and slot
 preferences in [-1, 1]) and never from chance, so the same item gets the same verdict in every run.
@@ -16,7 +16,7 @@ from usersimcrs.core.items import Item, ItemCollection, display_title, normalize
 from usersimcrs.core.profile import Ratings, UserProfile
 from usersimcrs.simulators.agenda.policy.domain import canonical_slot
 
-Verdict = Literal["target", "seen", "like", "dislike", "neutral"]
+Verdict = Literal["target", "seen", "like", "dislike", "neutral", "unknown"]
 
 
 class Judgement(BaseModel):
@@ -62,7 +62,8 @@ class ItemJudge:
         return _lookup(self._targets, ref)[0]
 
     def judge(self, ref: ItemRef) -> Judgement:
-        """Target first; then seen (consumed); then preference-based like/dislike/neutral."""
+        """Target first; then seen (consumed); then unknown (a title neither the collection nor the profile knows:
+        the user cannot judge it); then preference-based like/dislike/neutral."""
         ref, item = self.resolve(ref)
         title = _display(ref, item)
         if self.is_target(ref):
@@ -72,6 +73,8 @@ class ItemJudge:
             score = self.ratings.normalized(rating) if rating is not None else None
             return Judgement(verdict="seen", score=score, title=title, item_id=ref.id, seen_rating=rating)
         score = self.score(ref, item)
+        if item is None and score is None:  # a title the collection cannot resolve and the profile never rated
+            return Judgement(verdict="unknown", score=None, title=title, item_id=ref.id)
         if not self.satisfies_constraints(item):
             return Judgement(verdict="dislike", score=score, title=title, item_id=ref.id)
         if score is not None and score <= self.dislike_threshold:

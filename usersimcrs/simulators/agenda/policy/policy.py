@@ -10,10 +10,11 @@ never dropped by cleaning, and every ending is a stop reason, never an exception
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 
 from usersimcrs.core.dialogue import DialogueAct, ItemRef, SlotValue
-from usersimcrs.core.items import Item
+from usersimcrs.core.items import Item, display_title, split_year
 from usersimcrs.core.profile import UserProfile
 from usersimcrs.simulators.agenda.policy.agenda import Agenda
 from usersimcrs.simulators.agenda.policy.domain import Domain, canonical_slot
@@ -123,7 +124,7 @@ class AgendaPolicy:
 
         if items:
             cases.append("recommendation")
-            feedback, judgements, stop = self._feedback(items)
+            feedback, judgements, stop = self._feedback(items, agent_text)
             acts += feedback
         elif any(i in retrieval for i in intents):
             cases.append("recommendation")
@@ -152,8 +153,10 @@ class AgendaPolicy:
 
     # ---- case 1: recommendation ----------------------------------------------------------
 
-    def _feedback(self, items: list[ItemRef]) -> tuple[list[DialogueAct], list[Judgement], str | None]:
-        shown = items[: self.settings.consider_items]
+    def _feedback(
+        self, items: list[ItemRef], agent_text: str = ""
+    ) -> tuple[list[DialogueAct], list[Judgement], str | None]:
+        shown = looked_at(items, agent_text, self.settings.consider_items)
         judgements = [self.judge.judge(ref) for ref in shown]
         for verdict in ("target", "like"):
             chosen = next((j for j in judgements if j.verdict == verdict), None)
@@ -166,6 +169,9 @@ class AgendaPolicy:
         first = fresh[0]
         self.state.judged[_judge_key(first)] = first.verdict
         self.state.current_item = ItemRef(id=first.item_id, title=first.title)
+        if first.verdict == "unknown":  # a title the user cannot place: a question, never a rejection
+            self.state.idle_turns += 1
+            return [_act(self.i_item_info, TITLE=first.title)], judgements, None
         self.state.rejected_rounds += 1
         self.state.idle_turns = 0
         intent = {"seen": self.i_seen, "dislike": self.i_dislike}.get(first.verdict, self.i_neutral)
@@ -367,6 +373,24 @@ class AgendaPolicy:
     def _record(self, acts: list[DialogueAct]) -> None:
         """Accumulate this turn's acts (never overwrite earlier turns)."""
         self.state.user_acts.append(list(acts))
+
+
+def looked_at(items: list[ItemRef], text: str, limit: int) -> list[ItemRef]:
+    """The shown items the user looks at: those the CRS's text names (a person reads the reply), else, when the
+    text names none of them (an item list beside a generic text), the first `limit` of the list."""
+    named = [ref for ref in items if _named(ref, text)] if text else []
+    return (named or items)[:limit]
+
+
+def _named(ref: ItemRef, text: str) -> bool:
+    """Whether `text` names the item as whole words: its title with the year (as displayed or as stored, any case),
+    or without the year in its own capitals ("Saw", not "I saw it")."""
+    title = ref.title or ref.raw
+    if not title:
+        return False
+    display = display_title(title)
+    names = [(name, re.I) for name in dict.fromkeys((display, title.strip()))] + [(split_year(display)[0], 0)]
+    return any(len(name) >= 2 and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, flags) for name, flags in names)
 
 
 def _item_values(item: Item, slot: str) -> list[str]:
