@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.setups import ROOT
+from crs_connectors.baselines.llm_crs import load_prompt, reply_schema
+from usersimcrs.core.matrix_folder import MatrixFolder
+from usersimcrs.judges.parsing import ScoreSpec
+from usersimcrs.llm.backends.llamacpp_embedded import LlamaCppEmbedded
 from usersimcrs.llm.base import Message
+from usersimcrs.llm.config import LLMConfig
+from usersimcrs.simulators.llm_dual import STOP_SCHEMA
+from usersimcrs.simulators.prompting import UTTERANCE_SCHEMA
 
 MODES = ("eager", "lazy")
 FREE = "unconstrained"  # the same prompts without a schema: the model's own speed, the ceiling of both modes
@@ -39,10 +46,6 @@ SPEEDUP_TARGET = 2.5
 
 def prompts() -> list[tuple[str, list[Message], dict[str, Any]]]:
     """(name, messages, schema): the structured calls the demo makes, with the schemas the toolkit sends."""
-    from crs_connectors.baselines.llm_crs import load_prompt, reply_schema
-    from usersimcrs.judges.parsing import ScoreSpec
-    from usersimcrs.simulators.llm_dual import STOP_SCHEMA
-    from usersimcrs.simulators.prompting import UTTERANCE_SCHEMA
 
     crs = load_prompt(None)
     candidates = "1: Toy Story (1995); Animation|Comedy; toys\n2: Up (2009); Animation|Adventure; balloon\n"
@@ -103,8 +106,6 @@ def tokens_per_second(rounds: int, max_tokens: int, n_threads: int | None = 1) -
     """Eager and lazy backends on the same prompts, alternated call by call (and a third answering them
     without a schema, for the model's own speed); generation tokens per second of each, lazy over eager,
     the lazy mode's rejections, and how many texts agreed."""
-    from usersimcrs.llm.backends.llamacpp_embedded import LlamaCppEmbedded
-    from usersimcrs.llm.config import LLMConfig
 
     backends = {
         mode: LlamaCppEmbedded(
@@ -181,7 +182,6 @@ def _empty() -> dict[str, Any]:
 def demo_wall(work: Path) -> dict[str, Any]:
     """`usersimcrs quickstart` in a fresh process into a new folder: its wall time and each cell's, and its CPU
     time (which moves less than wall time with other load on the machine)."""
-    from usersimcrs.core.matrix_folder import MatrixFolder
 
     output = work / "demo"  # a new matrix folder: its LLM cache (inside it) starts empty
     load_at_start = os.getloadavg()

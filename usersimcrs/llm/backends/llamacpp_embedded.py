@@ -128,6 +128,7 @@ class LlamaCppEmbedded(LLM):
         if self._llama is not None:
             return self._llama
         try:
+            # lazy: lazy_grammar imports llama_cpp, which only the [local] extra installs
             from usersimcrs.llm.backends.lazy_grammar import GrammarLlama
         except ImportError as exc:
             if exc.name == "llama_cpp":
