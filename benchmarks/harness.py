@@ -1,5 +1,6 @@
-"""Runs the real workload (R rows) and B1-B7 (the fixed-length workload and the rest), prints one table and,
-when asked, writes `results.json` into the folder named (machine description and load averages included).
+"""Runs the real workload (R rows), B1-B7 (the fixed-length workload and the rest) and B8 (the embedded model),
+prints one table and, when asked, writes `results.json` into the folder named (machine description and load
+averages included).
 
 `python -m benchmarks ...` is `usersimcrs bench ...` (same options, one parser: usersimcrs/cli/bench.py).
 """
@@ -203,7 +204,7 @@ def _guarded_rows(key: str, title: str, fn: Callable[[], list[sc.Scenario]]) -> 
 def run_all(sizes: sc.Sizes, work: Path, servers: ServerSettings) -> list[sc.Scenario]:
     """The real workload (R rows) first, then B1-B7 in one go, sharing one LLM server (50 ms) and the same
     conversations; B1 at C >= 128 and B7 add a 200 ms LLM server and the iEvaLM test CRS server, each in
-    its own process."""
+    its own process; B8 (the embedded model, no server) last."""
     rows: list[sc.Scenario] = _real_workload(sizes, work, servers)
     with (
         llm_server(sc.LATENCY_S * 1000, jitter_ms=servers.jitter_ms, cpus=servers.cpus) as url,
@@ -232,6 +233,7 @@ def run_all(sizes: sc.Sizes, work: Path, servers: ServerSettings) -> list[sc.Sce
                 lambda: sc.b7_first_conversation(url, crs_url, work, sizes.first_repeats),
             )
         )
+    rows.extend(_guarded_rows("B8", "embedded structured output", lambda: sc.b8_embedded(sizes, work)))
     return rows
 
 

@@ -1,14 +1,16 @@
-"""The scenarios (B1-B7). Each returns a Scenario with its figures, its headline ratio and target."""
+"""The scenarios (B1-B8). Each returns a Scenario with its figures, its headline ratio and target."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.embedded_grammar import DEMO_TARGET_S, SPEEDUP_TARGET, demo_wall, speed_passed, tokens_per_second
 from benchmarks.first_conversation import time_startup_parts, timed_starts
 from benchmarks.high_concurrency import high_concurrency_runs, median_figures
 from benchmarks.judge_cost import judge_costs
@@ -18,7 +20,9 @@ from benchmarks.timing import RunFigures, timed_run
 from benchmarks.transport_floor import floor_row, record_exchanges, replay
 from usersimcrs.core.http_route import choose_route
 from usersimcrs.core.jsonl import iter_jsonl
+from usersimcrs.errors import ConfigError
 from usersimcrs.llm.config import LLMConfig
+from usersimcrs.llm.embedded_model import require_local_extra
 
 CONCURRENCY = (1, 8, 32, 64)
 CLIENTS = ("official", "lean")  # llm.client: the official openai library, or the lean transport
@@ -52,6 +56,9 @@ class Sizes:
     real_memory_sizes: tuple[int, int] = (1_000, 10_000)  # R5: peak RSS of a fresh process, real workload
     first_repeats: int = 3  # B7 / R7: fresh `usersimcrs run` processes (median)
     startup_repeats: int = 5  # R7: fresh processes timing imports and data loading (median)
+    embedded_rounds: int = 3  # B8: times each prompt is sent in each grammar mode (alternated)
+    embedded_max_tokens: int = 48  # ... tokens per answer at most
+    embedded_demo: bool = True  # B8-demo: time `usersimcrs quickstart` (a few minutes)
 
 
 TINY = Sizes(  # a smoke test of every scenario (about half a minute); its figures mean nothing
@@ -69,6 +76,9 @@ TINY = Sizes(  # a smoke test of every scenario (about half a minute); its figur
     real_memory_sizes=(16, 32),
     first_repeats=1,
     startup_repeats=1,
+    embedded_rounds=1,
+    embedded_max_tokens=8,
+    embedded_demo=False,
 )
 QUICK = Sizes(
     real_memory_sizes=(500, 2_000),
@@ -540,3 +550,53 @@ def r5_memory(llm_url: Any, crs_url: Any, sizes: Sizes, work: Path) -> Scenario:
     figures: dict[str, Any] = {f"n={n}": p for n, p in peaks.items()}
     headline = f"peak RSS {large} / {small} conversations (real workload, C=128)"
     return Scenario("R5", "real workload: memory", headline, round(ratio, 3), "<= 1.2", ratio <= 1.2, figures)
+
+
+# --------------------------------------------------------------------------- the embedded model (issue #36)
+
+
+def b8_embedded(sizes: Sizes, work: Path) -> list[Scenario]:
+    """B8: constrained tokens per second of the embedded model, lazy over eager grammar sampling on the
+    same prompts in one run (alternated); B8-demo: the wall time of `usersimcrs quickstart`."""
+    try:
+        require_local_extra()
+    except ConfigError as exc:
+        return [Scenario("B8", "embedded structured output", f"not run: {exc}", None, f">= {SPEEDUP_TARGET}", None)]
+    speed = tokens_per_second(sizes.embedded_rounds, sizes.embedded_max_tokens)  # one thread, as in the demo
+    cores = os.cpu_count() or 1
+    wide = ""
+    if sizes.embedded_demo and cores > 1:  # not at --tiny: the same with every core generating
+        speed["all_cores"] = tokens_per_second(sizes.embedded_rounds, sizes.embedded_max_tokens, cores)
+        wide = f"; {cores} threads: {speed['all_cores']['speedup']:g}x, ceiling {speed['all_cores']['ceiling']:g}"
+    rows = [
+        Scenario(
+            "B8",
+            "embedded structured output",
+            f"lazy / eager constrained tokens per s, 1 thread (same prompts, alternated: eager "
+            f"{speed['eager_tokens_per_s']:g}, lazy {speed['lazy_tokens_per_s']:g}; ceiling {speed['ceiling']:g}; "
+            f"same text {speed['same_text']}{wide})",
+            speed["speedup"],
+            f">= {SPEEDUP_TARGET}, same text",
+            speed_passed(speed),
+            speed,
+        )
+    ]
+    if not sizes.embedded_demo:
+        rows.append(Scenario("B8-demo", "demo wall time", "not run at this size", None, f"< {DEMO_TARGET_S:g}", None))
+        return rows
+    demo = demo_wall(work / "b8")
+    whole = demo["exit_code"] == 0
+    slowest = demo["slowest_cell"]
+    rows.append(
+        Scenario(
+            "B8-demo",
+            "demo wall time",
+            f"s of `usersimcrs quickstart` (slowest cell {slowest}: {demo['cells_wall_s'].get(slowest)} s; "
+            f"CPU {demo['cpu_s']} s; load {demo['load_average_at_start'][0]:.2f})",
+            demo["wall_s"] if whole else None,
+            f"< {DEMO_TARGET_S:g}",
+            whole and demo["wall_s"] < DEMO_TARGET_S,
+            demo,
+        )
+    )
+    return rows

@@ -9,9 +9,11 @@ from pathlib import Path
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
-        help="run the performance benchmarks (real workload, B1-B7) against local test servers (source checkout)",
+        help="run the performance benchmarks (real workload, B1-B8) against local test servers (source checkout)",
         description="Runs the real workload (R rows: MovieLens sample, 6-call LLM user, HTTP/1.0 iEvaLM CRS) and "
-        "the fixed-length workload and the other scenarios (B1-B7); prints one table with the machine's load. "
+        "the fixed-length workload and the other scenarios (B1-B7), and the embedded model's structured output "
+        "(B8: lazy against eager grammar sampling, and the demo's wall time); prints one table with the machine's "
+        "load. "
         "Results are written only with --output, to DIR/results.json.",
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes (about 5 minutes on 2 cores)")

@@ -4,7 +4,9 @@ llama.cpp contexts are not thread-safe, so generation runs in a worker thread un
 call at a time per loaded model. The model is loaded on first use, once per backend instance (the
 provider shares instances between components with the same config). Structured output uses a
 grammar built from the JSON schema; bounded integer ranges are turned into enums first because the
-grammar converter does not enforce numeric bounds.
+grammar converter does not enforce numeric bounds. The grammar is applied lazily by default
+(`grammar_sampling`, see lazy_grammar.py): the sampled token is checked, and the whole vocabulary
+goes through the grammar only when it rejects that token.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from usersimcrs.core.usage import Usage
 from usersimcrs.errors import ConfigError
@@ -25,6 +27,11 @@ from usersimcrs.llm.base import LLM, LLMResult, Message
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.embedded_model import LOCAL_EXTRA, default_model_path
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, shorten
+
+if TYPE_CHECKING:
+    from llama_cpp import LlamaGrammar
+
+    from usersimcrs.llm.backends.lazy_grammar import GrammarCounts
 
 MAX_ENUM_RANGE = 200
 ROLE_LABELS = {"system": "Instructions", "user": "User", "assistant": "Assistant"}
@@ -88,6 +95,13 @@ def grammar_schema(schema: Any) -> Any:
     return tightened
 
 
+def schema_grammar(schema: dict[str, Any]) -> LlamaGrammar:
+    """The llama.cpp grammar that constrains output to `schema`."""
+    from llama_cpp import LlamaGrammar
+
+    return LlamaGrammar.from_json_schema(json.dumps(grammar_schema(schema)), verbose=False)
+
+
 def plain_prompt(messages: list[Message]) -> tuple[str, list[str]]:
     """A transcript-style prompt for base models without a chat template, and its stop strings."""
     lines = [f"{ROLE_LABELS[m.role]}: {m.content.strip()}" for m in messages]
@@ -114,7 +128,8 @@ class LlamaCppEmbedded(LLM):
         if self._llama is not None:
             return self._llama
         try:
-            from llama_cpp import Llama
+            # lazy: lazy_grammar imports llama_cpp, which only the [local] extra installs
+            from usersimcrs.llm.backends.lazy_grammar import GrammarLlama
         except ImportError as exc:
             if exc.name == "llama_cpp":
                 raise ConfigError(
@@ -129,8 +144,9 @@ class LlamaCppEmbedded(LLM):
             raise ConfigError(f"llm.model_path: no model file at {self._path}")
         with LOADING:
             route_llama_logs()
-            self._llama = Llama(
+            self._llama = GrammarLlama(
                 model_path=str(self._path),
+                lazy_grammar=self.config.grammar_sampling == "lazy",
                 n_ctx=self.config.n_ctx,
                 n_threads=self.config.n_threads,
                 # prompts too: llama.cpp's default is one thread per CPU for them, which, beside other busy
@@ -160,6 +176,12 @@ class LlamaCppEmbedded(LLM):
             bos_token=token_text("tokenizer.ggml.bos_token_id"),
         )
 
+    @property
+    def grammar_counts(self) -> GrammarCounts | None:
+        """Tokens sampled lazily under a grammar and how many the grammar rejected (a `GrammarCounts`),
+        None before the model is loaded."""
+        return None if self._llama is None else self._llama.grammar_counts
+
     # -- generation ------------------------------------------------------------------------
     def _prompt_tokens(self, llama: Any, messages: list[Message]) -> tuple[list[int], list[str]]:
         """Prompt token ids and stop strings: the model's chat template if any, else a transcript."""
@@ -182,12 +204,10 @@ class LlamaCppEmbedded(LLM):
         """One completion in the worker thread; stops early when the caller has given up."""
         with self._lock:
             llama = self._load()  # first, so that a missing [local] extra is its one-line ConfigError
-            from llama_cpp import LlamaGrammar, StoppingCriteriaList
+            from llama_cpp import StoppingCriteriaList
 
             tokens, stops = self._prompt_tokens(llama, messages)
-            grammar = None
-            if schema is not None:
-                grammar = LlamaGrammar.from_json_schema(json.dumps(grammar_schema(schema)), verbose=False)
+            grammar = None if schema is None else schema_grammar(schema)
             return llama.create_completion(
                 tokens,
                 max_tokens=max_tokens,
