@@ -7,11 +7,13 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
 .PHONY: install demo test check test-fast bench clean
 
+## --no-compile: Python writes the bytecode of the modules a run imports when it first imports them, instead of
+## pip compiling all 1.4 GB of dependencies up front (44 s instead of 78 s for this install, 2026-11-28)
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	@echo "installing .[local,dev,ray,studio] into $(VENV): the first time, pip compiles llama.cpp for the embedded model (about 5 min on 2 idle cores)"
-	$(BIN)/python -m pip install -q -e ".[local,dev,ray,studio]"
+	$(BIN)/python -m pip install -q --no-compile -e ".[local,dev,ray,studio]"
 	touch $@
 
 install: $(BIN)/.installed
