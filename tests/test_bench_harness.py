@@ -13,12 +13,13 @@ import pytest
 
 from benchmarks.first_conversation import first_line_seen
 from benchmarks.harness import ceiling_line, table
-from benchmarks.high_concurrency import high_concurrency_runs, median_figures
+from benchmarks.high_concurrency import high_concurrency_runs
 from benchmarks.judge_cost import prefix_reuse
 from benchmarks.real_workload import cpu_ceiling
 from benchmarks.scenarios import DEFAULT_CLIENT, Scenario, b1_efficiency, b1_high_rows, timed_run
 from benchmarks.server import crs_server, llm_server, parse_cpus
 from benchmarks.setups import agenda_config, llm_user_config
+from benchmarks.timing import median_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -312,9 +313,9 @@ def test_the_machine_speed_reference_is_the_cpu_time_of_a_fixed_workload_and_rea
 
 
 def test_the_transport_floor_replays_the_toolkits_own_requests_and_only_them(tmp_path):
+    from benchmarks.experiments import floor_row, record_exchanges, replay
     from benchmarks.server import llm_counters
     from benchmarks.setups import REAL_TURNS, real_crs_options
-    from benchmarks.transport_floor import floor_row, record_exchanges, replay
 
     with llm_server(5, fixed_booleans=False) as llm, crs_server("ievalm", *real_crs_options()) as crs:
         llm_sent, crs_sent = record_exchanges(llm, crs, tmp_path / "recorded", conversations=2)
