@@ -17,13 +17,13 @@ from benchmarks.embedded_grammar import (
     speed_passed,
     tokens_per_second,
 )
+from benchmarks.experiments import floor_row, record_exchanges, replay
 from benchmarks.first_conversation import time_startup_parts, timed_starts
-from benchmarks.high_concurrency import high_concurrency_runs, median_figures
+from benchmarks.high_concurrency import high_concurrency_runs
 from benchmarks.judge_cost import judge_costs
 from benchmarks.real_workload import real_runs, workload
 from benchmarks.setups import LATENCY_S, agenda_config, llm_user_config, real_workload_config
-from benchmarks.timing import RunFigures, timed_run
-from benchmarks.transport_floor import floor_row, record_exchanges, replay
+from benchmarks.timing import RunFigures, median_figures, timed_run
 from usersimcrs.core.http_route import choose_route
 from usersimcrs.core.jsonl import iter_jsonl
 from usersimcrs.errors import ConfigError
@@ -477,7 +477,7 @@ def r1_rows(figures: dict[str, Any]) -> list[Scenario]:
 
 def r1_floor_rows(llm_url: Any, crs_url: Any, sizes: Sizes, work: Path) -> list[Scenario]:
     """R1-floor: the real workload's HTTP exchanges alone at C = 128 (the requests a short run sent,
-    replayed with the toolkit's HTTP client and nothing else; `benchmarks/transport_floor.py`): the
+    replayed with the toolkit's HTTP client and nothing else; `benchmarks/experiments.py`): the
     efficiency a toolkit doing no other work reaches with the servers on the same cores, and the CPU
     per conversation any toolkit pays for those twelve exchanges here. What R1 and R1-conv stand on."""
     exchanges = record_exchanges(llm_url, crs_url, work / "floor-recorded")
