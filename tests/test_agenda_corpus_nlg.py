@@ -203,3 +203,14 @@ def test_quickstart_on_redial_seekers_is_mostly_real_messages(shared_data, tmp_p
     words = [len(u.text.split()) for u in turns]
     assert 5 <= sum(words) / len(words) <= 9
     json.loads((out / "manifest.json").read_text())  # a whole manifest
+
+
+def test_a_corpus_path_given_with_set_is_relative_to_where_the_command_runs(tmp_path, monkeypatch):
+    (tmp_path / "data").mkdir()
+    write_corpus(tmp_path / "data" / "seekers.jsonl", corpus())
+    monkeypatch.chdir(tmp_path)  # the config lives in configs/; the path typed is relative to here
+    args = ["run", str(PROJECT_ROOT / "configs" / "quickstart.yaml"), "-o", "run", "--set", "conversations=3"]
+    args += ["--set", "simulator.nlg=corpus", "--set", "simulator.nlg_corpus_path=data/seekers.jsonl"]
+    assert main([*args, "--set", "progress=false"]) == 0
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["config"]["simulator"]["nlg_corpus_path"] == str(tmp_path / "data" / "seekers.jsonl")

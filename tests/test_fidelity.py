@@ -162,3 +162,18 @@ def test_left_out_conversations_are_counted_printed_and_written(tmp_path, capsys
     written = pd.read_csv(tmp_path / "out" / "left_out.csv")
     assert written["conversations"].tolist() == [7, 1, 1] and written["of"].tolist() == [31, 31, 20]
     assert "Left out 9 of 51 conversations" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_run_with_no_completed_conversation_stops_with_one_line(tmp_path, capsys):
+    """A run that stopped at its config (an empty dialogues.jsonl) is not a fidelity result of empty rows."""
+    empty = tmp_path / "sim"
+    empty.mkdir()
+    (empty / "dialogues.jsonl").write_text("")
+    failed = _varied(3, seed=5)
+    for d in failed:
+        d.status = "failed"
+    _write(tmp_path / "failed", failed)
+    for run, why in ((empty, "the run holds none"), (tmp_path / "failed", "3 of 3 failed")):
+        assert main(["fidelity", str(run), "-o", str(tmp_path / "out"), "--resamples", "0"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "no completed simulated conversations" in err and why in err, err

@@ -196,7 +196,7 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> Run
     named_on_command_line(data, flags)
     config = validate(RunConfig, data, source=str(path), overrides=flags)
     config._overrides = flags
-    return absolutize(config, path.parent)
+    return absolutize(config, path.parent, typed=frozenset(flags))
 
 
 DATA_SECTIONS = ("items", "ratings")
@@ -214,21 +214,28 @@ def named_on_command_line(data: dict[str, Any], flags: dict[str, str]) -> None:
 JSON_PATH_KEYS = frozenset({"text_path", "items_path", "custom_items_path"})
 
 
-def absolutize(config: RunConfig, base_dir: Path) -> RunConfig:
-    """Make file paths in the config absolute relative to `base_dir`."""
-    for data_file in (config.items, config.ratings):
+def absolutize(config: RunConfig, base_dir: Path, typed: frozenset[str] = frozenset()) -> RunConfig:
+    """Make file paths in the config absolute: relative to `base_dir` (the config file's folder), except those
+    `typed` on the command line (`--set` keys, dotted), which are relative to where the command runs."""
+
+    def base(key: str) -> Path:
+        parts = key.split(".")
+        from_command_line = any(".".join(parts[:i]) in typed for i in range(1, len(parts) + 1))
+        return Path.cwd() if from_command_line else base_dir
+
+    for name, data_file in (("items", config.items), ("ratings", config.ratings)):
         if data_file is not None:
-            data_file.path = resolve_path(base_dir, data_file.path) or data_file.path
-            data_file.fallback_path = resolve_path(base_dir, data_file.fallback_path)
+            data_file.path = resolve_path(base(f"{name}.path"), data_file.path) or data_file.path
+            data_file.fallback_path = resolve_path(base(f"{name}.fallback_path"), data_file.fallback_path)
     if config.profiles.path:
-        config.profiles.path = resolve_path(base_dir, config.profiles.path)
+        config.profiles.path = resolve_path(base("profiles.path"), config.profiles.path)
     for key, value in list(config.data.items()):
         if isinstance(value, str) and (value.endswith((".json", ".jsonl", ".yaml", ".yml", ".csv")) or "/" in value):
-            config.data[key] = resolve_path(base_dir, value)
-    for section in (config.simulator, config.crs):
+            config.data[key] = resolve_path(base(f"data.{key}"), value)
+    for name, section in (("simulator", config.simulator), ("crs", config.crs)):
         for key, value in list(section.items()):
             if key in JSON_PATH_KEYS:  # JSON paths inside a CRS reply ("reply.text"), not files
                 continue
             if (key.endswith(("_path", "_file")) or key in ("path", "record_to")) and isinstance(value, str):
-                section[key] = resolve_path(base_dir, value)
+                section[key] = resolve_path(base(f"{name}.{key}"), value)
     return config

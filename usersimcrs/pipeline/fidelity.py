@@ -188,6 +188,11 @@ def fidelity(
         else:
             rows.append(act_distance(name, dialogues, human_dialogues, resamples=resamples, seed=seed))
         rows.append(discriminator_auc(name, table, human_table, seed=seed, resamples=resamples))
+    if not groups:  # nothing simulated to compare: a result of empty rows would read as a finding
+        raise DataError(
+            f"{simulated}: no completed simulated conversations"
+            + (f" ({left_out_line(left_out)})" if left_out else " (the run holds none)")
+        )
     corpus = None if human is None else (Path(human).name or str(human), human_table)
     baselines = context_baselines(human_reference, corpus, seed=seed, resamples=resamples)
     result = FidelityResult(
