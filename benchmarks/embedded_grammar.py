@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from benchmarks.setups import ROOT
 from crs_connectors.baselines.llm_crs import load_prompt, reply_schema
@@ -34,7 +34,9 @@ from usersimcrs.core.matrix_folder import MatrixFolder
 from usersimcrs.judges.parsing import ScoreSpec
 from usersimcrs.llm.backends.llamacpp_embedded import LlamaCppEmbedded
 from usersimcrs.llm.base import Message
-from usersimcrs.llm.config import LLMConfig
+from usersimcrs.llm.config import LLMConfig, llama_threads
+from usersimcrs.pipeline.matrix import load_matrix_config
+from usersimcrs.pipeline.quickstart import demo_config
 from usersimcrs.simulators.llm_dual import STOP_SCHEMA
 from usersimcrs.simulators.prompting import UTTERANCE_SCHEMA
 
@@ -102,7 +104,12 @@ async def _call(llm: Any, messages: list[Message], schema: dict[str, Any] | None
     return result, time.process_time() - cpu
 
 
-def tokens_per_second(rounds: int, max_tokens: int, n_threads: int | None = 1) -> dict[str, Any]:
+def demo_threads() -> int | Literal["all"] | None:
+    """The demo's `llm.n_threads` (configs/demo.yaml): B8's headline runs the model as the demo does."""
+    return load_matrix_config(demo_config()).base.llm.n_threads
+
+
+def tokens_per_second(rounds: int, max_tokens: int, n_threads: int | Literal["all"] | None) -> dict[str, Any]:
     """Eager and lazy backends on the same prompts, alternated call by call (and a third answering them
     without a schema, for the model's own speed); generation tokens per second of each, lazy over eager,
     the lazy mode's rejections, and how many texts agreed."""
@@ -163,7 +170,7 @@ def tokens_per_second(rounds: int, max_tokens: int, n_threads: int | None = 1) -
         "lazy_rejections": None if lazy_counts is None else vars(lazy_counts),
         "rounds": rounds,
         "max_tokens": max_tokens,
-        "n_threads": n_threads,
+        "n_threads": llama_threads(n_threads),
         "load_average_at_start": load_at_start,
         "load_average_at_end": os.getloadavg(),
     }
@@ -217,10 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.embedded_grammar", description=__doc__)
     parser.add_argument("--rounds", type=int, default=3, help="times each prompt is sent in each mode")
     parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads of each backend")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="llama.cpp threads of each backend (default: the demo's n_threads)"
+    )
     parser.add_argument("--no-demo", action="store_true", help="tokens per second only")
     args = parser.parse_args(argv)
-    figures: dict[str, Any] = {"tokens_per_second": tokens_per_second(args.rounds, args.max_tokens, args.threads)}
+    figures: dict[str, Any] = {
+        "tokens_per_second": tokens_per_second(args.rounds, args.max_tokens, args.threads or demo_threads())
+    }
     ok = speed_passed(figures["tokens_per_second"])
     if not args.no_demo:
         with tempfile.TemporaryDirectory(prefix="usersimcrs-b8-") as work:

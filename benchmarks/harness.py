@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks import scenarios as sc
+from benchmarks.real_workload import real_servers
 from benchmarks.reference import describe as describe_reference
-from benchmarks.reference import reference_cpu_s
+from benchmarks.reference import machine_speed, reference_cpu_s
 from benchmarks.server import crs_server, listed_cpus, llm_server, parse_cpus
-from benchmarks.setups import real_crs_options
+from benchmarks.timing import load_average
 from usersimcrs.cli import main as cli_main
 from usersimcrs.engine.loop import resolve_loop
 from usersimcrs.errors import UserError
@@ -160,11 +161,9 @@ def _real_workload(sizes: sc.Sizes, work: Path, servers: ServerSettings) -> list
     rows: list[sc.Scenario] = []
     started = time.perf_counter()
     try:
-        with (
-            llm_server(
-                sc.REAL_LATENCY_S * 1000, jitter_ms=servers.jitter_ms, fixed_booleans=False, cpus=servers.cpus
-            ) as llm_url,
-            crs_server("ievalm", *real_crs_options(), cpus=servers.cpus) as crs_url,
+        with real_servers(sc.REAL_LATENCY_S * 1000, jitter_ms=servers.jitter_ms, cpus=servers.cpus) as (
+            llm_url,
+            crs_url,
         ):
             rows.extend(sc.r1_rows(sc.real_workload_figures(llm_url, crs_url, sizes, work)))
             print(f"  R1 done in {round(time.perf_counter() - started, 1)}s", flush=True)
@@ -275,7 +274,7 @@ def run(
         os.sched_setaffinity(0, toolkit)
     work = Path(tempfile.mkdtemp(prefix="usersimcrs-bench-"))
     started = time.perf_counter()
-    load_at_start = os.getloadavg() if hasattr(os, "getloadavg") else None
+    load_at_start = load_average()
     speed_at_start = reference_cpu_s()
     print(
         f"usersimcrs benchmarks ({mode}); load average {load_at_start}; machine speed {speed_at_start} "
@@ -289,8 +288,8 @@ def run(
             print(f"run folders kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    load_at_end = os.getloadavg() if hasattr(os, "getloadavg") else None
-    speed_at_end = reference_cpu_s()
+    load_at_end = load_average()
+    speed = machine_speed(speed_at_start)
     print()
     print(table(rows))
     print()
@@ -300,7 +299,7 @@ def run(
         print(f"\n{ceiling}")
     print(f"\nload average at the start {load_at_start}, at the end {load_at_end} (2 idle cores read about 0)")
     print(
-        f"machine speed at the start {speed_at_start} s, at the end {speed_at_end} s ({describe_reference()}; "
+        f"machine speed at the start {speed_at_start} s, at the end {speed['cpu_s_at_end']} s ({describe_reference()}; "
         "divide a CPU figure by it to compare machines)"
     )
     results = {
@@ -309,11 +308,7 @@ def run(
         "machine": machine(),
         "load_average_at_start": load_at_start,
         "load_average_at_end": load_at_end,
-        "machine_speed": {
-            "reference": describe_reference(),
-            "cpu_s_at_start": speed_at_start,
-            "cpu_s_at_end": speed_at_end,
-        },
+        "machine_speed": speed,
         "event_loop": resolve_loop("auto"),  # the runs use the default `event_loop: auto`
         "llm_server": {
             "latency_ms": sc.LATENCY_S * 1000,

@@ -12,55 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from benchmarks.server import crs_server, llm_server
 from benchmarks.setups import llm_user_config
-from benchmarks.timing import RunFigures, timed_run
+from benchmarks.timing import call_figures, median_figures, timed_run
 
 LATENCY_MS = 200.0
 HIGH_CONCURRENCY = (128, 256)
-
-
-def run_figures(r: RunFigures, concurrency: int, latency_s: float) -> dict[str, Any]:
-    """Conversations/s, efficiency (achieved LLM calls/s over C / L) and CPU per call and per conversation."""
-    achieved = r.llm_calls / r.wall_s
-    ideal = concurrency / latency_s
-    return {
-        "conversations": r.conversations,
-        "failed": r.failed,
-        "llm_calls": r.llm_calls,
-        "llm_calls_per_conversation": round(r.llm_calls / max(1, r.conversations), 2),
-        "wall_s": round(r.wall_s, 2),
-        "conversations_per_s": round(r.conversations / r.wall_s, 1),
-        "calls_per_s": round(achieved, 1),
-        "ideal_calls_per_s": round(ideal, 1),
-        "efficiency": round(achieved / ideal, 3),
-        "mean_call_ms": round(r.llm_wait_s / max(1, r.llm_calls) * 1000, 1),
-        "cpu_ms_per_llm_call": round(r.cpu_s / max(1, r.llm_calls) * 1000, 2),
-        "cpu_ms_per_conversation": round(r.cpu_s / max(1, r.conversations) * 1000, 2),
-    }
-
-
-def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One run's figures, or for several: the median of each number with every run's headline values
-    listed, except `failed`, the sum (a conversation that failed in any run is not hidden by a median);
-    values that are not numbers (load averages, server CPU by process) are the first run's."""
-    if len(runs) == 1:
-        return runs[0]
-    out: dict[str, Any] = {}
-    for key, value in runs[0].items():
-        values = [run[key] for run in runs]
-        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        out[key] = (sum(values) if key == "failed" else statistics.median(values)) if numbers else value
-    out["repeats"] = len(runs)
-    for key in ("efficiency", "cpu_ms_per_llm_call", "cpu_ms_per_conversation", "toolkit_share_of_cpu"):
-        if key in runs[0]:
-            out[f"{key}_runs"] = [run[key] for run in runs]
-    return out
 
 
 def high_concurrency_runs(
@@ -87,7 +48,7 @@ def high_concurrency_runs(
             n = max(minimum, per_slot * c)
             config = llm_user_config(llm_url, conversations=n, concurrency=c, client=client, crs_url=crs_url)
             runs = [
-                run_figures(timed_run(config, work / f"hc-{client}-c{c}"), c, latency_s)
+                call_figures(timed_run(config, work / f"hc-{client}-c{c}"), c, latency_s)
                 for _ in range(max(1, (repeats or {}).get(client, 1)))
             ]
             out[client][f"C={c}"] = median_figures(runs)

@@ -23,24 +23,32 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchmarks.high_concurrency import median_figures
-from benchmarks.reference import describe as describe_reference
-from benchmarks.reference import reference_cpu_s
+from benchmarks.reference import machine_speed, reference_cpu_s
 from benchmarks.server import ServedURL, crs_server, listed_cpus, llm_server, parse_cpus
 from benchmarks.setups import REAL_TURNS, real_catalogue, real_crs_options, real_workload_config
-from benchmarks.timing import RunFigures, timed_run
+from benchmarks.timing import RunFigures, call_figures, load_average, median_figures, timed_run
 from usersimcrs.core.jsonl import iter_jsonl
 
 LATENCY_MS = 200.0
 CONCURRENCY = (128, 256)
 
 
-def load_average() -> list[float] | None:
-    """The 1, 5 and 15 minute load averages, rounded (None where the OS has none)."""
-    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+@contextmanager
+def real_servers(
+    latency_ms: float = LATENCY_MS, *, jitter_ms: float = 0.0, cpus: frozenset[int] | None = None
+) -> Iterator[tuple[ServedURL, ServedURL]]:
+    """The real workload's two servers, each in its own process: the LLM server (booleans varied by the
+    prompt) and the HTTP/1.0 iEvaLM CRS recommending from the MovieLens sample; yields (LLM URL, CRS URL)."""
+    with (
+        llm_server(latency_ms, jitter_ms=jitter_ms, fixed_booleans=False, cpus=cpus) as llm,
+        crs_server("ievalm", *real_crs_options(), cpus=cpus) as crs,
+    ):
+        yield llm, crs
 
 
 def resolution_shares(run_dir: Path) -> dict[str, Any]:
@@ -78,30 +86,16 @@ def run_figures(
     r: RunFigures, concurrency: int, latency_s: float, servers_cpu_s: dict[str, float | None]
 ) -> dict[str, Any]:
     """Efficiency, the toolkit's CPU per LLM call and per conversation, and the servers' CPU beside it."""
-    achieved = r.llm_calls / r.wall_s
-    ideal = concurrency / latency_s
     known = [v for v in servers_cpu_s.values() if v is not None]
     servers = sum(known) if len(known) == len(servers_cpu_s) else None
     toolkit_ms = r.cpu_s / max(1, r.conversations) * 1000
     servers_ms = None if servers is None else servers / max(1, r.conversations) * 1000
-    calls_per_conversation = r.llm_calls / max(1, r.conversations)
     return {
-        "conversations": r.conversations,
-        "failed": r.failed,
-        "llm_calls": r.llm_calls,
-        "llm_calls_per_conversation": round(calls_per_conversation, 2),
-        "wall_s": round(r.wall_s, 2),
-        "conversations_per_s": round(r.conversations / r.wall_s, 1),
-        "calls_per_s": round(achieved, 1),
-        "ideal_calls_per_s": round(ideal, 1),
-        "efficiency": round(achieved / ideal, 3),
-        "mean_call_ms": round(r.llm_wait_s / max(1, r.llm_calls) * 1000, 1),
+        **call_figures(r, concurrency, latency_s),
         # a conversation's slot waits on CRS turns too: at a share s of its time, efficiency is at most 1 - s
         # whatever the toolkit does (the CRS server shares the machine's cores, as its CPU below shows)
         "crs_ms_per_conversation": round(r.crs_s / max(1, r.conversations) * 1000, 1),
         "crs_share_of_conversation_time": round(r.crs_s / max(1e-9, r.simulator_s + r.crs_s + r.profile_s), 3),
-        "cpu_ms_per_llm_call": round(r.cpu_s / max(1, r.llm_calls) * 1000, 2),
-        "cpu_ms_per_conversation": round(toolkit_ms, 2),
         # the kernel's share (socket work; on a busy machine it also bills other traffic's softirqs here)
         "user_cpu_ms_per_conversation": round(r.cpu_user_s / max(1, r.conversations) * 1000, 2),
         "toolkit_cpu_s": round(r.cpu_s, 2),
@@ -110,7 +104,7 @@ def run_figures(
         "toolkit_share_of_cpu": None if servers is None else round(r.cpu_s / (r.cpu_s + servers), 3),
         "cpu_share_of_two_cores": None if servers is None else round((r.cpu_s + servers) / (2 * r.wall_s), 3),
         # efficiency cannot exceed what the cores allow: at C = 256 the servers alone need about 2 cores
-        **cpu_ceiling(toolkit_ms, servers_ms, calls_per_conversation, ideal),
+        **cpu_ceiling(toolkit_ms, servers_ms, r.llm_calls / max(1, r.conversations), concurrency / latency_s),
     }
 
 
@@ -197,10 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="usersimcrs-real-"))
     started = time.perf_counter()
     speed_at_start = reference_cpu_s()
-    with (
-        llm_server(args.latency_ms, fixed_booleans=False, cpus=args.server_cpus) as llm_url,
-        crs_server("ievalm", *real_crs_options(), cpus=args.server_cpus) as crs_url,
-    ):
+    with real_servers(args.latency_ms, cpus=args.server_cpus) as (llm_url, crs_url):
         figures = real_runs(
             llm_url,
             crs_url,
@@ -218,11 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                 "workload": workload(),
                 "cpus": {"toolkit": listed_cpus(args.toolkit_cpus), "servers": listed_cpus(args.server_cpus)},
                 "runs": figures,
-                "machine_speed": {
-                    "reference": describe_reference(),
-                    "cpu_s_at_start": speed_at_start,
-                    "cpu_s_at_end": reference_cpu_s(),
-                },
+                "machine_speed": machine_speed(speed_at_start),
                 "wall_s": round(time.perf_counter() - started, 1),
             },
             indent=2,

@@ -36,5 +36,10 @@ def describe() -> str:
     return f"CPU s of {ADDITIONS:,} pure-Python additions (x{SLICES} the fastest of {SLICES} slices)"
 
 
+def machine_speed(cpu_s_at_start: float) -> dict[str, object]:
+    """The reference as a run records it: what it measures, its figure at the start and (now) at the end."""
+    return {"reference": describe(), "cpu_s_at_start": cpu_s_at_start, "cpu_s_at_end": reference_cpu_s()}
+
+
 if __name__ == "__main__":  # pragma: no cover
     print(f"{reference_cpu_s()} ({describe()})")

@@ -1,9 +1,11 @@
 """Timed runs: an LLM source that times every call, to split wall time into 'waiting on the LLM' and the
-rest, and `timed_run`, which runs a config and collects its timings (every scenario module uses it)."""
+rest, `timed_run`, which runs a config and collects its timings (every scenario module uses it), and the
+figures every scenario derives from a run: per-call costs, the median of repeats, the load average."""
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,3 +109,46 @@ async def _timed_run_async(config: RunConfig, out_dir: Path) -> RunFigures:
 def timed_run(config: RunConfig, out_dir: Path) -> RunFigures:
     """Run `config` into `out_dir` (replacing it) and collect timings and LLM counts."""
     return run_coroutine(_timed_run_async(config, out_dir), config.event_loop)
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages, rounded (None where the OS has none)."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def call_figures(r: RunFigures, concurrency: int, latency_s: float) -> dict[str, Any]:
+    """Conversations/s, efficiency (achieved LLM calls/s over C / L) and CPU per call and per conversation."""
+    achieved = r.llm_calls / r.wall_s
+    ideal = concurrency / latency_s
+    return {
+        "conversations": r.conversations,
+        "failed": r.failed,
+        "llm_calls": r.llm_calls,
+        "llm_calls_per_conversation": round(r.llm_calls / max(1, r.conversations), 2),
+        "wall_s": round(r.wall_s, 2),
+        "conversations_per_s": round(r.conversations / r.wall_s, 1),
+        "calls_per_s": round(achieved, 1),
+        "ideal_calls_per_s": round(ideal, 1),
+        "efficiency": round(achieved / ideal, 3),
+        "mean_call_ms": round(r.llm_wait_s / max(1, r.llm_calls) * 1000, 1),
+        "cpu_ms_per_llm_call": round(r.cpu_s / max(1, r.llm_calls) * 1000, 2),
+        "cpu_ms_per_conversation": round(r.cpu_s / max(1, r.conversations) * 1000, 2),
+    }
+
+
+def median_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's figures, or for several: the median of each number with every run's headline values
+    listed, except `failed`, the sum (a conversation that failed in any run is not hidden by a median);
+    values that are not numbers (load averages, server CPU by process) are the first run's."""
+    if len(runs) == 1:
+        return runs[0]
+    out: dict[str, Any] = {}
+    for key, value in runs[0].items():
+        values = [run[key] for run in runs]
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        out[key] = (sum(values) if key == "failed" else statistics.median(values)) if numbers else value
+    out["repeats"] = len(runs)
+    for key in ("efficiency", "cpu_ms_per_llm_call", "cpu_ms_per_conversation", "toolkit_share_of_cpu"):
+        if key in runs[0]:
+            out[f"{key}_runs"] = [run[key] for run in runs]
+    return out

@@ -13,12 +13,13 @@ import pytest
 
 from benchmarks.first_conversation import first_line_seen
 from benchmarks.harness import ceiling_line, table
-from benchmarks.high_concurrency import high_concurrency_runs, median_figures
+from benchmarks.high_concurrency import high_concurrency_runs
 from benchmarks.judge_cost import prefix_reuse
 from benchmarks.real_workload import cpu_ceiling
 from benchmarks.scenarios import DEFAULT_CLIENT, Scenario, b1_efficiency, b1_high_rows, timed_run
 from benchmarks.server import crs_server, llm_server, parse_cpus
 from benchmarks.setups import agenda_config, llm_user_config
+from benchmarks.timing import median_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -312,9 +313,9 @@ def test_the_machine_speed_reference_is_the_cpu_time_of_a_fixed_workload_and_rea
 
 
 def test_the_transport_floor_replays_the_toolkits_own_requests_and_only_them(tmp_path):
+    from benchmarks.experiments import floor_row, record_exchanges, replay
     from benchmarks.server import llm_counters
     from benchmarks.setups import REAL_TURNS, real_crs_options
-    from benchmarks.transport_floor import floor_row, record_exchanges, replay
 
     with llm_server(5, fixed_booleans=False) as llm, crs_server("ievalm", *real_crs_options()) as crs:
         llm_sent, crs_sent = record_exchanges(llm, crs, tmp_path / "recorded", conversations=2)
@@ -328,3 +329,42 @@ def test_the_transport_floor_replays_the_toolkits_own_requests_and_only_them(tmp
     row = floor_row(figures, concurrency=2, latency_s=0.005)
     assert row["conversations"] == 3 and row["cpu_ms_per_conversation"] > 0
     assert row["server_cpu_ms_per_conversation"] is not None and 0 < row["efficiency"] <= 1.05
+
+
+def test_every_benchmark_command_and_file_the_docs_name_exists():
+    """A module folded away (issue #35: the one-off experiments into benchmarks/experiments.py) leaves no
+    doc command behind: each `python -m benchmarks.X [experiment]` in docs/ or README.md names a module
+    that is there and an experiment `benchmarks.experiments` runs (an old module's name, with the commit
+    its figures were taken at, may still be cited as history)."""
+    import re
+
+    from benchmarks.experiments import main as experiments
+
+    texts = [p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]]
+    text = "\n".join(texts)
+    modules = set(re.findall(r"python -m\s+benchmarks\.(\w+)", text))
+    assert "experiments" in modules
+    assert not [m for m in modules if not (ROOT / "benchmarks" / f"{m}.py").is_file()]
+    named = set(re.findall(r"python -m\s+benchmarks\.experiments\s+([\w-]+)", text))
+    assert named == {"floor", "minimal-client", "profile-shares"}
+    for name in named:
+        with pytest.raises(SystemExit) as shown:
+            experiments([name, "--help"])
+        assert shown.value.code == 0
+
+
+def test_profile_shares_give_each_sample_to_its_first_component_and_leave_out_start_up(tmp_path, capsys):
+    from benchmarks.experiments import STARTUP, main, shares
+
+    lines = [
+        "main (x.py:1);_find_and_load (imp:2) 7\n",  # start-up: counted, not in the shares
+        "run (engine/loop.py:3);post (lean_http.py:9) 6\n",  # the LLM client comes before the event loop
+        "resolve (core/items.py:4) 2\n",
+        "not a sample\n",
+    ]
+    counts, run_total = shares(lines)
+    assert counts[STARTUP] == 7 and counts["LLM client (lean_http, http_client)"] == 6 and run_total == 8
+    path = tmp_path / "prof.txt"
+    path.write_text("".join(lines), encoding="utf-8")
+    assert main(["profile-shares", str(path)]) == 0
+    assert "75.0%" in capsys.readouterr().out

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from usersimcrs.llm import LLMProvider, Message
-from usersimcrs.llm.backends.llamacpp_embedded import grammar_schema, plain_prompt
+from usersimcrs.llm.backends.llamacpp_embedded import LlamaCppEmbedded, grammar_schema, plain_prompt
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.structured import validate
 
@@ -101,3 +101,24 @@ def test_loads_in_parallel_threads_leave_stdout_and_stderr_where_they_were(embed
     finally:
         for backend in backends:
             asyncio.run(backend.aclose())
+
+
+def test_n_threads_all_is_every_cpu_this_process_may_use(monkeypatch):
+    from usersimcrs.llm.config import llama_threads
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    assert llama_threads("all") == 3
+    assert llama_threads(None) is None  # llama.cpp's own default
+    assert llama_threads(1) == 1
+    with pytest.raises(ValueError, match="n_threads"):
+        LLMConfig(backend="llamacpp", n_threads="every")
+
+
+@pytest.mark.embedded
+def test_the_embedded_model_runs_on_the_threads_the_config_names(embedded_model_path, monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    backend = LlamaCppEmbedded(LLMConfig(backend="llamacpp", model_path=embedded_model_path, n_ctx=64, n_threads="all"))
+    with backend._lock:
+        llama = backend._load()
+    assert (llama.n_threads, llama.n_threads_batch) == (2, 2)
+    asyncio.run(backend.aclose())

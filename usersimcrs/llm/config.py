@@ -7,6 +7,7 @@ importing the backends package; `usersimcrs.llm.backends` re-exports it and buil
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -51,7 +52,13 @@ class LLMConfig(BaseModel):
     # embedded llama.cpp options
     model_path: str | None = None
     n_ctx: int = 4096
-    n_threads: int | None = None
+    n_threads: int | Literal["all"] | None = Field(
+        None,
+        description=(
+            "llamacpp threads for generation and prompts: a number; `all`, every CPU this process may use (fastest "
+            "on a machine doing nothing else: the demo's choice); null, llama.cpp's default (half the CPUs)"
+        ),
+    )
     options: dict[str, Any] = Field(default_factory=dict)
     grammar_sampling: Literal["lazy", "eager"] = Field(
         "lazy",
@@ -101,3 +108,12 @@ llm_backends: Registry[BackendFactory] = Registry(
 def backend_names() -> list[str]:
     """Names `llm.backend` accepts: "auto" and every registered backend (CLI choices come from here)."""
     return ["auto", *llm_backends.names()]
+
+
+def llama_threads(n_threads: int | Literal["all"] | None) -> int | None:
+    """The thread count given to llama.cpp: `all` is every CPU this process may use (its affinity mask where
+    the platform has one), None leaves llama.cpp's own default."""
+    if n_threads != "all":
+        return n_threads
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1

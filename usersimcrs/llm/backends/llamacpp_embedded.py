@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from usersimcrs.core.usage import Usage
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.base import ChatRequest, Message, RawBackend, token_usage
-from usersimcrs.llm.config import LLMConfig
+from usersimcrs.llm.config import LLMConfig, llama_threads
 from usersimcrs.llm.embedded_model import LOCAL_EXTRA, default_model_path
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, shorten
 
@@ -141,16 +141,17 @@ class LlamaCppEmbedded(RawBackend):
             self._path = default_model_path()
         if not self._path.is_file():
             raise ConfigError(f"llm.model_path: no model file at {self._path}")
+        threads = llama_threads(self.config.n_threads)
         with LOADING:
             route_llama_logs()
             self._llama = GrammarLlama(
                 model_path=str(self._path),
                 lazy_grammar=self.config.grammar_sampling == "lazy",
                 n_ctx=self.config.n_ctx,
-                n_threads=self.config.n_threads,
+                n_threads=threads,
                 # prompts too: llama.cpp's default is one thread per CPU for them, which, beside other busy
                 # processes, spin at every barrier (2.3x the CPU of one thread on 2 loaded cores)
-                n_threads_batch=self.config.n_threads,
+                n_threads_batch=threads,
                 seed=0,
                 verbose=False,
             )
