@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Sequence
+from typing import Any, Callable, ClassVar, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -197,6 +197,16 @@ class Converter(ABC):
     ) -> None:
         """Raise a DataError naming `where`, or with --skip-bad record the drop in the report."""
         report.bad(where, reason, skip_bad=self.options.skip_bad, record_id=record_id, counts=counts)
+
+    def bad_counted(self, report: ConversionReport, key: str) -> Callable[[str, str], None]:
+        """A reader's handler for a record it cannot read: one `key` counted in, then `bad` (dropped under
+        --skip-bad, counted as one `key`)."""
+
+        def on_bad(where: str, reason: str) -> None:
+            report.count_in(key)
+            self.bad(report, where, reason, counts={key: 1})
+
+        return on_bad
 
 
 converters: Registry[type[Converter]] = Registry(

@@ -97,7 +97,7 @@ class InspiredConverter(Converter):
             for column in DICT_COLUMNS + ["fine_label", "coarse_label", "movie_id"]:
                 if column not in header:
                     report.warn("optional_column_missing", f"{path}: no column {column!r}")
-            for line, row in iter_tsv_rows(path, REQUIRED, self._bad_row(report)):
+            for line, row in iter_tsv_rows(path, REQUIRED, self.bad_counted(report, "utterances")):
                 report.count_in("utterances")
                 did = row["dialog_id"].strip()
                 if did in groups and did != last_id:
@@ -123,13 +123,6 @@ class InspiredConverter(Converter):
         for path in metadata_files:
             enrich_items(items, read_movielens_items(path, lambda w, r: self.bad(report, w, r)), report, str(path))
         return output
-
-    def _bad_row(self, report: ConversionReport):
-        def on_bad(where: str, reason: str) -> None:
-            report.count_in("utterances")
-            self.bad(report, where, reason, counts={"utterances": 1})
-
-        return on_bad
 
     def _surveys(self, paths: list[Path], report: ConversionReport) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}

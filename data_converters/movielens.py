@@ -41,7 +41,7 @@ class MovieLensConverter(Converter):
                 rating_files.append(path)
             elif "title" in header:
                 before = len(items)
-                for item in read_movielens_items(path, self._bad_counted(report, "items"), report):
+                for item in read_movielens_items(path, self.bad_counted(report, "items"), report):
                     items.add(item)
                 report.count_in("items", len(items) - before)
             else:
@@ -60,16 +60,9 @@ class MovieLensConverter(Converter):
             self._profiles(output, items)
         return output
 
-    def _bad_counted(self, report: ConversionReport, key: str):
-        def on_bad(where: str, reason: str) -> None:
-            report.count_in(key)
-            self.bad(report, where, reason, counts={key: 1})
-
-        return on_bad
-
     def _ratings(self, path: Path, items: ItemCollection, output: ConversionOutput, report: ConversionReport) -> None:
         unknown = 0
-        for line, row in iter_csv_rows(path, RATING_COLUMNS, self._bad_counted(report, "ratings")):
+        for line, row in iter_csv_rows(path, RATING_COLUMNS, self.bad_counted(report, "ratings")):
             report.count_in("ratings")
             try:
                 rating = float(row["rating"])

@@ -232,7 +232,8 @@ class ReDialConverter(Converter):
         output = ConversionOutput(items=catalogue)
         seen_ids: set[str] = set()
         for path in dialogue_files:
-            for line, record in iter_json_lines(path, self._bad_line(report)):
+            # a line that cannot be parsed is one dialogue in and one dropped (utterances unknown)
+            for line, record in iter_json_lines(path, self.bad_counted(report, "dialogues")):
                 where = f"{path}:{line}"
                 messages = record.get("messages")
                 counts = {"dialogues": 1, "utterances": len(messages) if isinstance(messages, list) else 0}
@@ -258,15 +259,6 @@ class ReDialConverter(Converter):
         for path in metadata_files:
             enrich_items(catalogue, read_movielens_items(path, lambda w, r: self.bad(report, w, r)), report, str(path))
         return output
-
-    def _bad_line(self, report: ConversionReport):
-        """A JSON line that cannot be parsed is one dialogue in and one dropped (utterances unknown)."""
-
-        def on_bad(where: str, reason: str) -> None:
-            report.count_in("dialogues")
-            self.bad(report, where, reason, counts={"dialogues": 1})
-
-        return on_bad
 
 
 def classify_inputs(inputs: list[Path]) -> tuple[list[Path], list[Path], list[Path]]:

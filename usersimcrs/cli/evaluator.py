@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from usersimcrs.cli.options import add_resampling
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -57,8 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cv.add_argument("--output", "-o", required=True, metavar="DIR", help="folder for run files, meta_eval.csv, report")
     cv.add_argument("--published", metavar="FILE", help="published figures to show beside (baselines.json)")
     cv.add_argument("--folds", type=int, default=5, help="random folds of the second figure (grouped by conversation)")
-    cv.add_argument("--seed", type=int, default=0)
-    cv.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    add_resampling(cv, report=False)
     cv.add_argument("--no-leave-one-crs-out", action="store_true", help="only the random conversation folds")
     cv.add_argument(
         "--no-random-folds", action="store_true", help="only leave-one-CRS-out (the random folds are the second figure)"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from usersimcrs.cli.options import add_dedupe
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("export", help="write a run's dialogues as DialogueKit JSON or JSONL")
@@ -11,9 +13,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=["dialoguekit", "jsonl"], default="dialoguekit")
     parser.add_argument("--output", "-o", required=True, help="file to write")
     parser.add_argument("--only-ok", action="store_true", help="leave out failed conversations")
-    parser.add_argument(
-        "--dedupe", action="store_true", help="a conversation ID on several lines: keep the first (else refuse)"
-    )
+    add_dedupe(parser)
     parser.set_defaults(func=handle)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from usersimcrs.cli.options import add_resampling
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -22,9 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a run folder or converted corpus of human conversations (default: the bundled human reference)",
     )
     parser.add_argument("--output", "-o", help="folder for fidelity.csv and report.html (default: SIMULATED/fidelity)")
-    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-report", action="store_true", help="skip report.html")
+    add_resampling(parser)
     parser.add_argument(
         "--human-holdout",
         type=float,

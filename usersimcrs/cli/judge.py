@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from usersimcrs.cli.options import add_dedupe
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.backends import llm_backends
 
@@ -69,11 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="put only the rated criterion's guideline in each prompt (shorter prompts, less prefix reuse)",
     )
     parser.add_argument("--include-invalid", action="store_true", help="also judge failed or too-short conversations")
-    parser.add_argument(
-        "--dedupe",
-        action="store_true",
-        help="a conversation ID on several lines: keep its first line (default: refuse the run, with the count)",
-    )
+    add_dedupe(parser)
     parser.add_argument(
         "--dry-run", action="store_true", help="print the model, calls, estimated tokens and cost; call nothing"
     )

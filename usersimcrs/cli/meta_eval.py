@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from usersimcrs.cli.options import add_dedupe, add_resampling
 from usersimcrs.errors import UserError
 
 
@@ -71,14 +72,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="with --model: keep the conversations the model was trained on (labelled in-sample)",
     )
-    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-report", action="store_true", help="skip report.html")
-    parser.add_argument(
-        "--dedupe",
-        action="store_true",
-        help="a conversation ID on several lines: keep its first line (default: refuse the run, with the count)",
-    )
+    add_resampling(parser)
+    add_dedupe(parser)
     parser.set_defaults(func=handle)
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from usersimcrs.cli.options import add_dedupe
 from usersimcrs.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,11 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--horizon", type=int, help="turns T for PC_T and the per-turn curves")
     parser.add_argument("--repeat-k", type=int, help="same system text this many times = repetition loop")
     parser.add_argument("--no-satisfaction", action="store_true", help="skip DialogueKit's satisfaction classifier")
-    parser.add_argument(
-        "--dedupe",
-        action="store_true",
-        help="a conversation ID on several lines: keep its first line (default: refuse the run, with the count)",
-    )
+    add_dedupe(parser)
     parser.set_defaults(func=handle)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from usersimcrs.cli.options import add_dedupe
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("report", help="write report.html (+ tables and plots) for a run or a matrix")
@@ -19,11 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "models/learned.json when it is there, the path of the docs' train command; the file used is printed)",
     )
     parser.add_argument("--no-model", action="store_true", help="no learned-evaluator section, even with a model")
-    parser.add_argument(
-        "--dedupe",
-        action="store_true",
-        help="a conversation ID on several lines: keep its first line (default: refuse the run, with the count)",
-    )
+    add_dedupe(parser)
     parser.set_defaults(func=handle)
 
 

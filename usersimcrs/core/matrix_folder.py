@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from usersimcrs.core.folder_lock import FolderLock
-from usersimcrs.core.run_folder import REPORT_DIR, REPORT_PAGE, RunFolder
+from usersimcrs.core.owned_folder import FolderFile, OwnedFolder, read_json_object
+from usersimcrs.core.run_folder import RunFolder
 from usersimcrs.core.storage import write_atomic
 from usersimcrs.errors import DataError
 
@@ -50,44 +50,14 @@ def cell_name(simulator: str, crs: str, dataset: str) -> str:
     return CELL_SEPARATOR.join((simulator, crs, dataset))
 
 
-class MatrixFolder:
+class MatrixFolder(OwnedFolder):
     """A matrix folder on disk: its cells, its index and the files its report and comparison write."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-
-    def __repr__(self) -> str:
-        return f"MatrixFolder({str(self.path)!r})"
-
-    @property
-    def index_path(self) -> Path:
-        return self.path / INDEX
-
-    @property
-    def cells_dir(self) -> Path:
-        return self.path / CELLS_DIR
-
-    @property
-    def llm_cache_dir(self) -> Path:
-        """The LLM response cache the cells of a simulated matrix share."""
-        return self.path / LLM_CACHE_DIR
-
-    @property
-    def comparison_dir(self) -> Path:
-        return self.path / COMPARISON_DIR
-
-    @property
-    def report_page(self) -> Path:
-        return self.path / REPORT_PAGE
-
-    @property
-    def ladder_path(self) -> Path:
-        """The figures of a sensitivity ladder (`usersimcrs ladder`), beside its cells."""
-        return self.path / LADDER
-
-    @property
-    def report_dir(self) -> Path:
-        return self.path / REPORT_DIR
+    index_path = FolderFile(INDEX)
+    cells_dir = FolderFile(CELLS_DIR)
+    llm_cache_dir = FolderFile(LLM_CACHE_DIR, "The LLM response cache the cells of a simulated matrix share.")
+    comparison_dir = FolderFile(COMPARISON_DIR)
+    ladder_path = FolderFile(LADDER, "The figures of a sensitivity ladder (`usersimcrs ladder`), beside its cells.")
 
     def cell_dir(self, name: str) -> Path:
         """The run folder of the cell `name`."""
@@ -101,21 +71,9 @@ class MatrixFolder:
         """True when the folder has an index or a cells/ folder."""
         return self.index_path.exists() or self.cells_dir.is_dir()
 
-    def lock(self, command: str = "") -> FolderLock:
-        """The writer lock of the matrix folder (cells have their own)."""
-        return FolderLock(self.path, command)
-
     def read_index(self) -> dict[str, Any] | None:
         """matrix.json as a mapping (None when absent); bad JSON is a DataError naming the file."""
-        if not self.index_path.exists():
-            return None
-        try:
-            data = json.loads(self.index_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise DataError(f"{self.index_path}: not valid JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise DataError(f"{self.index_path}: expected a JSON object")
-        return data
+        return read_json_object(self.index_path, "not valid JSON")
 
     def write_index(self, index: dict[str, Any]) -> Path:
         """Replace matrix.json atomically."""

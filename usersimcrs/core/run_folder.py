@@ -30,11 +30,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from usersimcrs.core.dialogue import Dialogue
 from usersimcrs.core.dialogue_text import DialogueText, decode_line
-from usersimcrs.core.folder_lock import FolderLock
 from usersimcrs.core.generation import user_turn_kinds
 from usersimcrs.core.items import ItemCollection
 from usersimcrs.core.jsonl import JsonlWriter, iter_jsonl, write_jsonl
 from usersimcrs.core.manifest import scrub_secrets
+from usersimcrs.core.owned_folder import FolderFile, OwnedFolder, read_json_object
 from usersimcrs.core.profile import ProfileRecord, UserProfile, expand_profile, has_item_ids, profile_id, profile_record
 from usersimcrs.core.shared_resources import SharedResources
 from usersimcrs.core.storage import is_storage_failure, remove_files, storage_error, write_atomic
@@ -51,8 +51,6 @@ METRICS = "metrics.csv"
 METRICS_SUMMARY = "metrics_summary.csv"
 METRICS_BY_TURN = "metrics_by_turn.csv"
 IMPORT_REPORT = "import_report.json"
-REPORT_PAGE = "report.html"
-REPORT_DIR = "report"
 PROFILE_CACHE = 64  # profiles kept while streaming dialogues (`Run.iter_dialogues`)
 _ID_PREFIX = re.compile(rb'^\{"profile_id":"([^"\\]+)"')
 _CONVERSATION_ID = re.compile(rb'^\{"conversation_id":"((?:[^"\\]|\\.)*)"')
@@ -142,54 +140,21 @@ class DuplicateConversations(DataError):
         )
 
 
-class RunFolder:
-    """A run folder on disk: where its files are, and every read and write of them.
-
-    Writers hold `lock()` while they write; the methods here do not take it themselves, so one
-    command can make several writes under one lock.
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-
-    def __repr__(self) -> str:
-        return f"RunFolder({str(self.path)!r})"
+class RunFolder(OwnedFolder):
+    """A run folder on disk: where its files are, and every read and write of them (writers hold `lock()`)."""
 
     # ------------------------------------------------------------ where things are
 
-    @property
-    def dialogues_path(self) -> Path:
-        return self.path / DIALOGUES
-
-    @property
-    def profiles_path(self) -> Path:
-        return self.path / PROFILES
-
-    @property
-    def judgments_path(self) -> Path:
-        return self.path / JUDGMENTS
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.path / MANIFEST
+    dialogues_path = FolderFile(DIALOGUES)
+    profiles_path = FolderFile(PROFILES)
+    judgments_path = FolderFile(JUDGMENTS)
+    manifest_path = FolderFile(MANIFEST)
+    import_report_path = FolderFile(IMPORT_REPORT)
 
     @property
     def metrics_paths(self) -> tuple[Path, Path, Path]:
         """(per conversation, summary, per turn) metric tables."""
         return (self.path / METRICS, self.path / METRICS_SUMMARY, self.path / METRICS_BY_TURN)
-
-    @property
-    def import_report_path(self) -> Path:
-        return self.path / IMPORT_REPORT
-
-    @property
-    def report_page(self) -> Path:
-        return self.path / REPORT_PAGE
-
-    @property
-    def report_dir(self) -> Path:
-        """Plots and tables of the HTML report."""
-        return self.path / REPORT_DIR
 
     def has_dialogues(self) -> bool:
         """True when the folder holds a dialogues file (it is a run folder)."""
@@ -199,24 +164,11 @@ class RunFolder:
         """True when the folder holds at least one written conversation."""
         return self.dialogues_path.exists() and self.dialogues_path.stat().st_size > 0
 
-    def lock(self, command: str = "") -> FolderLock:
-        """The writer lock of this folder (a context manager; a second writer gets `FolderBusy`)."""
-        return FolderLock(self.path, command)
-
     # ------------------------------------------------------------ manifest
 
     def read_manifest(self) -> dict[str, Any]:
         """The manifest as a plain mapping (empty when the folder has none)."""
-        path = self.manifest_path
-        if not path.exists():
-            return {}
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise DataError(f"{path}: not a readable JSON manifest ({exc})") from None
-        if not isinstance(data, dict):
-            raise DataError(f"{path}: expected a JSON object")
-        return data
+        return read_json_object(self.manifest_path, "not a readable JSON manifest") or {}
 
     def manifest(self) -> Manifest:
         """The manifest, typed (an empty one when the folder has none); bad JSON is a DataError naming the file."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Literal
@@ -79,3 +80,59 @@ class LLM(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Release connections."""
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One call's request as `LLM.complete` takes it, bundled once so the code below passes one value."""
+
+    messages: list[Message]
+    temperature: float = 0.0
+    max_tokens: int = 256
+    seed: int | None = None
+    schema: JSONSchema | None = None
+
+
+class RequestLLM(LLM):
+    """An LLM written against one `ChatRequest` (the built-in backends and the managed call site):
+    `complete` bundles its keywords here, once, and hands them to `respond`."""
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 256,
+        seed: int | None = None,
+        schema: JSONSchema | None = None,
+        component: str = "default",
+    ) -> LLMResult:
+        """Complete a chat (see `LLM.complete`) through `respond`."""
+        return await self.respond(ChatRequest(messages, temperature, max_tokens, seed, schema), component)
+
+    @abstractmethod
+    async def respond(self, request: ChatRequest, component: str) -> LLMResult:
+        """Answer one request for `component`."""
+
+
+class RawBackend(RequestLLM):
+    """A built-in backend: one raw call per request (`call`: the text and its token counts), timed and
+    returned as an `LLMResult`; failures come out as TransientLLMError or PermanentLLMError."""
+
+    async def respond(self, request: ChatRequest, component: str) -> LLMResult:
+        """One raw call, its latency measured around it."""
+        started = time.perf_counter()
+        text, usage = await self.call(request)
+        return LLMResult(
+            text=text, usage=usage, latency_s=time.perf_counter() - started, model=self.model, backend=self.backend
+        )
+
+    @abstractmethod
+    async def call(self, request: ChatRequest) -> tuple[str, Usage]:
+        """The reply's text and its prompt and completion tokens."""
+
+
+def token_usage(prompt_tokens: float | str | None, completion_tokens: float | str | None) -> Usage:
+    """The token counts a server reported (a missing count reads as 0); a count that is not a number
+    raises ValueError or TypeError, for the caller to classify as a malformed reply."""
+    return Usage(prompt_tokens=int(prompt_tokens or 0), completion_tokens=int(completion_tokens or 0))

@@ -13,15 +13,14 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from usersimcrs.core.json_types import JSONSchema
 from usersimcrs.core.retry import RetryableFailure, RetryPolicy
 from usersimcrs.core.secrets import Secrets
 from usersimcrs.core.text_repair import clean_text, is_clean_json, repair_text, repair_value
 from usersimcrs.core.usage import Usage
 from usersimcrs.errors import LLMError, UserError
-from usersimcrs.llm.base import LLM, LLMResult, Message
+from usersimcrs.llm.base import LLM, ChatRequest, LLMResult, Message, RequestLLM
 from usersimcrs.llm.cache import CachedReply, ResponseCache, cache_key, is_cacheable
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, shorten
@@ -92,7 +91,7 @@ class _Attempts:
     spent: Usage = field(default_factory=Usage)
 
 
-class ManagedLLM(LLM):
+class ManagedLLM(RequestLLM):
     """An LLM bound to a component; every call is cached, capped, timed out, retried and counted."""
 
     def __init__(
@@ -108,32 +107,23 @@ class ManagedLLM(LLM):
         self.policy = RetryPolicy(attempts=max(0, config.retries) + 1, base_s=config.backoff_s, cap_s=config.max_wait_s)
         self.secrets = Secrets.from_config(config)
 
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        seed: int | None = None,
-        schema: JSONSchema | None = None,
-        component: str = "default",
-    ) -> LLMResult:
-        """Complete a chat; with `schema`, `parsed` is the validated JSON or None with `parse_error`."""
+    async def respond(self, request: ChatRequest, component: str) -> LLMResult:
+        """Complete a chat; with a schema, `parsed` is the validated JSON or None with `parse_error`."""
         who = component if component != "default" else self.component
-        messages = coerce_messages(messages)
+        request = replace(request, messages=coerce_messages(request.messages))
         key = _LazyKey(
             lambda: cache_key(
                 backend=self.backend,
                 model=self.model,
                 base_url=self.config.base_url,
-                messages=messages,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                seed=seed,
-                schema=schema,
+                messages=request.messages,
+                temperature=request.temperature,
+                max_tokens=request.max_tokens,
+                seed=request.seed,
+                schema=request.schema,
             )
         )
-        cache = self.cache if self.cache is not None and is_cacheable(temperature, seed) else None
+        cache = self.cache if self.cache is not None and is_cacheable(request.temperature, request.seed) else None
         if cache is not None:
             hit = cache.get(key.value)
             if hit is not None:
@@ -147,11 +137,11 @@ class ManagedLLM(LLM):
                     model=self.model,
                     backend=self.backend,
                 )
-        self.tracker.record_prompt(who, self.slot.model_key, messages)  # prefix-reuse figure (hashes only)
+        self.tracker.record_prompt(who, self.slot.model_key, request.messages)  # prefix-reuse figure (hashes only)
         state = _Attempts(counts=Usage(calls=1))
         started = time.perf_counter()
         try:
-            result = await self._attempt_loop(key, messages, temperature, max_tokens, seed, schema, state)
+            result = await self._attempt_loop(key, request, state)
             state.counts.errors += int(result.parse_error is not None)
         except LLMError:
             state.counts.errors += 1
@@ -174,17 +164,9 @@ class ManagedLLM(LLM):
             )
         return result
 
-    async def _attempt_loop(
-        self,
-        key: _LazyKey,
-        messages: list[Message],
-        temperature: float,
-        max_tokens: int,
-        seed: int | None,
-        schema: JSONSchema | None,
-        state: _Attempts,
-    ) -> LLMResult:
+    async def _attempt_loop(self, key: _LazyKey, request: ChatRequest, state: _Attempts) -> LLMResult:
         config = self.config
+        temperature, max_tokens, seed, schema = request.temperature, request.max_tokens, request.seed, request.schema
         policy = self.policy
         rngs: list[random.Random] = []  # seeded from the request key, made only if a retry waits
 
@@ -201,12 +183,15 @@ class ManagedLLM(LLM):
         async def attempt(number: int) -> LLMResult:
             if number > 1:
                 state.counts.retries += 1
-            call_temperature, call_seed = temperature, seed
+            call = request
             if state.parse_error is not None:  # resample rather than repeat an unparseable answer
-                call_temperature = max(temperature, config.parse_retry_temperature)
-                call_seed = (seed if seed is not None else int(key.value[:8], 16)) + number - 1
+                call = replace(
+                    request,
+                    temperature=max(temperature, config.parse_retry_temperature),
+                    seed=(seed if seed is not None else int(key.value[:8], 16)) + number - 1,
+                )
             try:
-                raw = await self._one_call(messages, call_temperature, max_tokens, call_seed, schema)
+                raw = await self._one_call(call)
             except TransientLLMError as exc:
                 state.failure = exc.reason
                 raise RetryableFailure(exc.reason, exc.retry_after_s) from None
@@ -257,16 +242,18 @@ class ManagedLLM(LLM):
         failure = f"{state.failure or self.backend + ': no answer'} (after {policy.attempts} attempts)"
         raise LLMError(self._clean_reason(shorten(failure)))
 
-    async def _one_call(
-        self, messages: list[Message], temperature: float, max_tokens: int, seed: int | None, schema: dict | None
-    ) -> LLMResult:
+    async def _one_call(self, request: ChatRequest) -> LLMResult:
         """One raw backend call under the per-backend cap and the per-call timeout; reply and failure scrubbed."""
         scrub = self._clean_reason
         async with self.slot.semaphore:
             try:
                 async with asyncio.timeout(self.config.timeout_s):  # no extra task per call, unlike wait_for
                     result = await self.slot.backend.complete(
-                        messages, temperature=temperature, max_tokens=max_tokens, seed=seed, schema=schema
+                        request.messages,
+                        temperature=request.temperature,
+                        max_tokens=request.max_tokens,
+                        seed=request.seed,
+                        schema=request.schema,
                     )
             except TimeoutError:
                 raise TransientLLMError(f"{self.backend}: no answer within {self.config.timeout_s:g}s") from None

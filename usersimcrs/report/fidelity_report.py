@@ -14,9 +14,9 @@ from usersimcrs.analysis.fidelity import (
     baseline_verdict,
     readings_text,
 )
-from usersimcrs.analysis.left_out import left_out_sentence
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
+from usersimcrs.report.sections import add_interval_plot, add_left_out_notes
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.analysis.fidelity import FidelityResult
@@ -32,9 +32,7 @@ def add_fidelity_section(report: Report, result: FidelityResult, features: pd.Da
         f"seed {result.seed}. KS 0 = same distribution, 1 = disjoint; Wasserstein in the feature's unit; "
         "discriminator AUC 0.5 = simulated users cannot be told from humans."
     )
-    left_out = left_out_sentence(result.left_out)
-    if left_out is not None:  # compared: completed conversations only; the rest is named with its reason
-        report.text(left_out, note=True)
+    add_left_out_notes(report, result.left_out)  # compared: completed conversations only; the rest is named
     smallest = min([result.n_human] + [r.n_simulated for r in result.rows if r.statistic == "discriminator_auc"])
     if smallest < 30:
         report.text(
@@ -57,40 +55,29 @@ def add_fidelity_section(report: Report, result: FidelityResult, features: pd.Da
         caption=f"Distances between simulated and human conversations; rows '{CONTEXT}A vs B' compare two human "
         "populations (the context baselines)",
     )
-    disc = table[(table["statistic"] == "discriminator_auc") & table["value"].notna()]
-    if not disc.empty:
-        report.plot(
-            "discriminator_auc",
-            plots.interval_bars(
-                disc,
-                label="simulator",
-                value="value",
-                low="ci_low",
-                high="ci_high",
-                xlabel="ROC AUC",
-                title="Simulated vs human, and human vs human",
-                reference=0.5,
-            ),
-            caption="Cross-validated discriminator AUC with CI (dashed: 0.5, indistinguishable)",
-        )
+    add_interval_plot(
+        report,
+        "discriminator_auc",
+        table[(table["statistic"] == "discriminator_auc") & table["value"].notna()],
+        label="simulator",
+        xlabel="ROC AUC",
+        title="Simulated vs human, and human vs human",
+        caption="Cross-validated discriminator AUC with CI (dashed: 0.5, indistinguishable)",
+        reference=0.5,
+    )
     ks = table[
         (table["statistic"] == "ks") & table["value"].notna() & ~table["simulator"].str.startswith(CONTEXT)
     ].assign(label=lambda t: t["simulator"] + " · " + t["feature"])
-    if not ks.empty:
-        report.plot(
-            "ks_distances",
-            plots.interval_bars(
-                ks,
-                label="label",
-                value="value",
-                low="ci_low",
-                high="ci_high",
-                xlabel="Kolmogorov-Smirnov statistic",
-                title="Feature distances (KS)",
-                reference=0.0,
-            ),
-            caption="KS statistic per feature with CI",
-        )
+    add_interval_plot(
+        report,
+        "ks_distances",
+        ks,
+        label="label",
+        xlabel="Kolmogorov-Smirnov statistic",
+        title="Feature distances (KS)",
+        caption="KS statistic per feature with CI",
+        reference=0.0,
+    )
     panels = {f: {g: list(part[f]) for g, part in features.groupby("group", sort=False)} for f in NUMERIC_FEATURES}
     report.plot(
         "feature_distributions",

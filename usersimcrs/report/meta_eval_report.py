@@ -8,10 +8,10 @@ import pandas as pd
 
 from usersimcrs.analysis.aspect_agreement import SYSTEMS_NOT_CONVERSATIONS
 from usersimcrs.analysis.battles import BattleRanking
-from usersimcrs.analysis.left_out import left_out_sentence
 from usersimcrs.analysis.ranking import ranking
 from usersimcrs.report import plots
 from usersimcrs.report.html import Report
+from usersimcrs.report.sections import add_interval_plot, add_left_out_notes
 
 if TYPE_CHECKING:  # pragma: no cover
     from usersimcrs.analysis.aspect_agreement import AspectMetaEvalResult
@@ -79,30 +79,21 @@ def add_meta_eval_section(report: Report, result: MetaEvalResult) -> None:
         f"{result.resamples} resamples, seed {result.seed}; n is conversations (conversation level) or "
         f"systems (system level)."
     )
-    left_out = left_out_sentence(result.left_out)
-    if left_out is not None:  # evaluated: completed conversations only; the rest is named with its reason
-        report.text(left_out, note=True)
-    for note in result.notes:
-        report.text(note, note=True)
+    add_left_out_notes(report, result.left_out, result.notes)  # evaluated: completed conversations only
     report.table("meta_eval", caveat_table(result), caption="Agreement of each score with the human reference")
     conv = result.table()
     conv = conv[conv["value"].notna()].assign(
         label=lambda t: t["score"] + " · " + t["statistic"] + " (" + t["level"] + ")"
     )
-    if not conv.empty:
-        report.plot(
-            "meta_eval_intervals",
-            plots.interval_bars(
-                conv,
-                label="label",
-                value="value",
-                low="ci_low",
-                high="ci_high",
-                xlabel="value (with 95% CI)",
-                title="Agreement with humans",
-            ),
-            caption="Each figure with its bootstrap CI",
-        )
+    add_interval_plot(
+        report,
+        "meta_eval_intervals",
+        conv,
+        label="label",
+        xlabel="value (with 95% CI)",
+        title="Agreement with humans",
+        caption="Each figure with its bootstrap CI",
+    )
 
     systems = result.systems_table()
     report.section("System level")
@@ -153,19 +144,16 @@ def add_meta_eval_section(report: Report, result: MetaEvalResult) -> None:
         )
         table = pd.DataFrame([s.model_dump() for s in hr.systems])
         report.table("human_ranking", table, caption="Bradley-Terry log-strength (0 = average) with CI, record and Elo")
-        report.plot(
+        add_interval_plot(
+            report,
             "human_ranking",
-            plots.interval_bars(
-                table,
-                label="system",
-                value="score",
-                low="ci_low",
-                high="ci_high",
-                xlabel="BT log-strength",
-                title="Human ranking (Bradley-Terry)",
-                reference=0.0,
-            ),
+            table,
+            label="system",
+            value="score",
+            xlabel="BT log-strength",
+            title="Human ranking (Bradley-Terry)",
             caption="Strength with its bootstrap CI",
+            reference=0.0,
         )
 
 
@@ -221,11 +209,7 @@ def build_aspect_report(result: AspectMetaEvalResult) -> Report:
         f"Pearson and Spearman). CIs: {result.ci_method}, {result.resamples} resamples, seed {result.seed}. "
         "'*' marks the best figure of a column (published figures included)."
     )
-    left_out = left_out_sentence(result.left_out)
-    if left_out is not None:
-        report.text(left_out, note=True)
-    for note in result.notes:
-        report.text(note, note=True)
+    add_left_out_notes(report, result.left_out, result.notes)
     report.table("evaluators", evaluators_table(result), caption="Evaluators and where their predictions come from")
     table = result.table()
     for group in result.groups:
@@ -236,20 +220,14 @@ def build_aspect_report(result: AspectMetaEvalResult) -> Report:
         for line in systems_only_lines(result, group):
             report.text(line, note=True)
         part = table[(table["group"] == group) & (table["statistic"] == "pearson") & table["ci_low"].notna()]
-        if not part.empty:
-            part = part.assign(label=part["evaluator"] + " · " + part["aspect"])
-            report.plot(
-                f"aspect_intervals_{group}",
-                plots.interval_bars(
-                    part,
-                    label="label",
-                    value="value",
-                    low="ci_low",
-                    high="ci_high",
-                    xlabel="Pearson r with humans (95% CI)",
-                    title=f"Agreement per aspect ({group})",
-                    reference=0.0,
-                ),
-                caption="Pooled Pearson r of each evaluator and aspect with its bootstrap CI",
-            )
+        add_interval_plot(
+            report,
+            f"aspect_intervals_{group}",
+            part.assign(label=part["evaluator"] + " · " + part["aspect"]),
+            label="label",
+            xlabel="Pearson r with humans (95% CI)",
+            title=f"Agreement per aspect ({group})",
+            caption="Pooled Pearson r of each evaluator and aspect with its bootstrap CI",
+            reference=0.0,
+        )
     return report

@@ -1,7 +1,8 @@
-"""Report sections shared by run and matrix reports: validity, per-turn curves, judges."""
+"""Report sections shared by the reports: validity, per-turn curves, judges, intervals, what was left out."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Iterable
 
 import numpy as np
@@ -10,6 +11,7 @@ import pandas as pd
 from usersimcrs.analysis.factors import inter_factor_matrix, mean_abs_off_diagonal, stability
 from usersimcrs.analysis.failures import summarize_failures
 from usersimcrs.analysis.judgments import judgments_table
+from usersimcrs.analysis.left_out import LeftOut, left_out_sentence
 from usersimcrs.analysis.summary import describe
 from usersimcrs.core.dialogue import Dialogue, ItemRef
 from usersimcrs.judges.base import Judgment, JudgmentRecord
@@ -530,3 +532,43 @@ def add_transcripts(
             ending += f"; error: {' '.join(str(d.error).split())[:300]}"
         report.text(ending, note=d.status == "failed")
         report.table(f"transcript_{d.conversation_id}", transcript_table(d))
+
+
+def add_interval_plot(
+    report: Report,
+    name: str,
+    rows: pd.DataFrame,
+    *,
+    label: str,
+    xlabel: str,
+    title: str,
+    caption: str,
+    value: str = "value",
+    reference: float | None = None,
+) -> None:
+    """A plot of one point per `label` with its CI whiskers (`ci_low` to `ci_high`); none when `rows` is empty."""
+    if rows.empty:
+        return
+    report.plot(
+        name,
+        plots.interval_bars(
+            rows,
+            label=label,
+            value=value,
+            low="ci_low",
+            high="ci_high",
+            xlabel=xlabel,
+            title=title,
+            reference=reference,
+        ),
+        caption=caption,
+    )
+
+
+def add_left_out_notes(report: Report, left_out: Sequence[LeftOut], notes: Iterable[str] = ()) -> None:
+    """Notes naming the conversations a comparison left out and why (when any were), then the result's notes."""
+    sentence = left_out_sentence(left_out)
+    if sentence is not None:
+        report.text(sentence, note=True)
+    for note in notes:
+        report.text(note, note=True)

@@ -17,13 +17,12 @@ import functools
 import json
 import logging
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from usersimcrs.core.usage import Usage
 from usersimcrs.errors import ConfigError
-from usersimcrs.llm.base import LLM, LLMResult, Message
+from usersimcrs.llm.base import ChatRequest, Message, RawBackend, token_usage
 from usersimcrs.llm.config import LLMConfig, llama_threads
 from usersimcrs.llm.embedded_model import LOCAL_EXTRA, default_model_path
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, shorten
@@ -108,7 +107,7 @@ def plain_prompt(messages: list[Message]) -> tuple[str, list[str]]:
     return "\n\n".join(lines) + "\n\nAssistant:", ["\n\nUser:", "\n\nInstructions:", "\nUser:"]
 
 
-class LlamaCppEmbedded(LLM):
+class LlamaCppEmbedded(RawBackend):
     """Runs a GGUF model in this process; the default is the packaged Gemma 3 270M."""
 
     backend = "llamacpp"
@@ -220,21 +219,19 @@ class LlamaCppEmbedded(LLM):
                 **self.config.options,
             )
 
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        seed: int | None = None,
-        schema: dict[str, Any] | None = None,
-        component: str = "default",
-    ) -> LLMResult:
+    async def call(self, request: ChatRequest) -> tuple[str, Usage]:
         """One generation in a worker thread (cancelling the await also stops the generation)."""
-        started = time.perf_counter()
         cancelled = threading.Event()
         try:
-            output = await asyncio.to_thread(self._generate, messages, temperature, max_tokens, seed, schema, cancelled)
+            output = await asyncio.to_thread(
+                self._generate,
+                request.messages,
+                request.temperature,
+                request.max_tokens,
+                request.seed,
+                request.schema,
+                cancelled,
+            )
         except asyncio.CancelledError:
             cancelled.set()
             raise
@@ -245,16 +242,8 @@ class LlamaCppEmbedded(LLM):
         except RuntimeError as exc:
             raise TransientLLMError(f"llamacpp: {shorten(str(exc))}") from None
         usage = output.get("usage") or {}
-        return LLMResult(
-            text=output["choices"][0]["text"].strip(),
-            usage=Usage(
-                prompt_tokens=int(usage.get("prompt_tokens", 0)),
-                completion_tokens=int(usage.get("completion_tokens", 0)),
-            ),
-            latency_s=time.perf_counter() - started,
-            model=self.model,
-            backend=self.backend,
-        )
+        text = output["choices"][0]["text"].strip()
+        return text, token_usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
     async def aclose(self) -> None:
         """Free the model."""

@@ -8,7 +8,6 @@ core/http_route.py; `lean` or `official` forces one); the official client is imp
 from __future__ import annotations
 
 import os
-import time
 from typing import TYPE_CHECKING, Any
 
 from usersimcrs.core.env_headers import headers_from_env
@@ -16,7 +15,7 @@ from usersimcrs.core.retry import parse_retry_after
 from usersimcrs.core.usage import Usage
 from usersimcrs.llm.backends.common import close_transports, llm_route, message_dicts, ollama_host
 from usersimcrs.llm.backends.lean_http import LeanHTTP
-from usersimcrs.llm.base import LLM, LLMResult, Message, PreflightTarget
+from usersimcrs.llm.base import ChatRequest, PreflightTarget, RawBackend, token_usage
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.failures import TransientLLMError, redirect_error, status_error
 from usersimcrs.llm.loops import PerLoop
@@ -28,8 +27,8 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "llama3.2"
 
 
-class OllamaChat(LLM):
-    """One `/api/chat` call (non-streaming) per `complete`; JSON schema goes in `format`."""
+class OllamaChat(RawBackend):
+    """One `/api/chat` call (non-streaming) per request; JSON schema goes in `format`."""
 
     backend = "ollama"
 
@@ -104,41 +103,22 @@ class OllamaChat(LLM):
             opts["seed"] = seed
         return opts
 
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        seed: int | None = None,
-        schema: dict[str, Any] | None = None,
-        component: str = "default",
-    ) -> LLMResult:
+    async def call(self, request: ChatRequest) -> tuple[str, Usage]:
         """One raw call; failures come out as TransientLLMError or PermanentLLMError."""
-        started = time.perf_counter()
         if self._lean is not None:
             body: dict[str, Any] = {
                 "model": self.model,
-                "messages": message_dicts(messages),
+                "messages": message_dicts(request.messages),
                 "tools": [],
                 "stream": False,
             }
-            if schema is not None:
-                body["format"] = schema
-            body["options"] = self.options(temperature, max_tokens, seed)
-            data = await self._lean.post_ok_json(self._url, body, _error_of)
-            return self._lean_result(data, started)
-        return await self._complete_official(messages, temperature, max_tokens, seed, schema, started)
+            if request.schema is not None:
+                body["format"] = request.schema
+            body["options"] = self.options(request.temperature, request.max_tokens, request.seed)
+            return _lean_reply(await self._lean.post_ok_json(self._url, body, _error_of))
+        return await self._call_official(request)
 
-    async def _complete_official(
-        self,
-        messages: list[Message],
-        temperature: float,
-        max_tokens: int,
-        seed: int | None,
-        schema: dict | None,
-        started: float,
-    ) -> LLMResult:
+    async def _call_official(self, request: ChatRequest) -> tuple[str, Usage]:
         """The call through the official client (https, a proxy, or `client: official`), its failures classified."""
         import httpx
         import ollama
@@ -146,9 +126,9 @@ class OllamaChat(LLM):
         try:
             response = await self._client.get().chat(
                 model=self.model,
-                messages=message_dicts(messages),
-                format=schema,
-                options=self.options(temperature, max_tokens, seed),
+                messages=message_dicts(request.messages),
+                format=request.schema,
+                options=self.options(request.temperature, request.max_tokens, request.seed),
                 stream=False,
             )
         except ollama.ResponseError as exc:
@@ -160,37 +140,25 @@ class OllamaChat(LLM):
         except (ValueError, TypeError, KeyError) as exc:
             raise TransientLLMError(f"ollama: malformed response body ({type(exc).__name__})") from None
         message = getattr(response, "message", None)
-        usage = Usage(
-            prompt_tokens=int(response.prompt_eval_count or 0), completion_tokens=int(response.eval_count or 0)
-        )
-        return LLMResult(
-            text=(message.content if message is not None else "") or "",
-            usage=usage,
-            latency_s=time.perf_counter() - started,
-            model=self.model,
-            backend=self.backend,
-        )
-
-    def _lean_result(self, data: Any, started: float) -> LLMResult:
-        """The result read from a decoded `/api/chat` answer (missing counts read as 0)."""
-        try:
-            message = data.get("message") or {}
-            text = message.get("content") or ""
-            usage = Usage(
-                prompt_tokens=int(data.get("prompt_eval_count") or 0),
-                completion_tokens=int(data.get("eval_count") or 0),
-            )
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise TransientLLMError(f"ollama: malformed response body ({type(exc).__name__})") from None
-        if not isinstance(text, str):
-            raise TransientLLMError("ollama: malformed response body (content is not text)")
-        return LLMResult(
-            text=text, usage=usage, latency_s=time.perf_counter() - started, model=self.model, backend=self.backend
-        )
+        usage = token_usage(response.prompt_eval_count, response.eval_count)
+        return (message.content if message is not None else "") or "", usage
 
     async def aclose(self) -> None:
         """Close the HTTP pool."""
         await close_transports(self._lean, self._client)
+
+
+def _lean_reply(data: Any) -> tuple[str, Usage]:
+    """The text and token counts of a decoded `/api/chat` answer (missing counts read as 0)."""
+    try:
+        message = data.get("message") or {}
+        text = message.get("content") or ""
+        usage = token_usage(data.get("prompt_eval_count"), data.get("eval_count"))
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise TransientLLMError(f"ollama: malformed response body ({type(exc).__name__})") from None
+    if not isinstance(text, str):
+        raise TransientLLMError("ollama: malformed response body (content is not text)")
+    return text, usage
 
 
 def _error_of(body: Any) -> str:

@@ -9,7 +9,6 @@ forces one). The official client is imported only then (about 0.3 s of start-up,
 from __future__ import annotations
 
 import os
-import time
 from typing import TYPE_CHECKING, Any
 
 from usersimcrs.core.env_headers import headers_from_env
@@ -18,7 +17,7 @@ from usersimcrs.core.usage import Usage
 from usersimcrs.errors import ConfigError
 from usersimcrs.llm.backends.common import close_transports, is_local_url, llm_route, message_dicts
 from usersimcrs.llm.backends.lean_http import LeanHTTP
-from usersimcrs.llm.base import LLM, LLMResult, Message, PreflightTarget
+from usersimcrs.llm.base import ChatRequest, Message, PreflightTarget, RawBackend, token_usage
 from usersimcrs.llm.config import LLMConfig
 from usersimcrs.llm.failures import PermanentLLMError, TransientLLMError, redirect_error, status_error
 from usersimcrs.llm.loops import PerLoop
@@ -47,7 +46,7 @@ def response_format(schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
 
 
-class OpenAIChat(LLM):
+class OpenAIChat(RawBackend):
     """One chat completion per call through `AsyncOpenAI` (its own retries off: ours are in front)."""
 
     backend = "openai"
@@ -91,26 +90,16 @@ class OpenAIChat(LLM):
             kwargs["extra_body"] = dict(self.config.options)
         return kwargs
 
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 256,
-        seed: int | None = None,
-        schema: dict[str, Any] | None = None,
-        component: str = "default",
-    ) -> LLMResult:
+    async def call(self, request: ChatRequest) -> tuple[str, Usage]:
         """One raw call; failures come out as TransientLLMError or PermanentLLMError."""
-        started = time.perf_counter()
-        kwargs = self.request_kwargs(messages, temperature, max_tokens, seed, schema)
+        kwargs = self.request_kwargs(
+            request.messages, request.temperature, request.max_tokens, request.seed, request.schema
+        )
         if self._lean is not None:
-            return self._lean_result(
-                await self._lean.post_ok_json(self._url, wire_body(kwargs), _error_message), started
-            )
-        return await self._complete_official(kwargs, started)
+            return _lean_reply(await self._lean.post_ok_json(self._url, wire_body(kwargs), _error_message))
+        return await self._call_official(kwargs)
 
-    async def _complete_official(self, kwargs: dict[str, Any], started: float) -> LLMResult:
+    async def _call_official(self, kwargs: dict[str, Any]) -> tuple[str, Usage]:
         """The call through the official client (https, a proxy, or `client: official`), its failures classified."""
         import openai
 
@@ -133,37 +122,13 @@ class OpenAIChat(LLM):
             raise TransientLLMError(f"openai: malformed response body ({type(exc).__name__})") from None
         except openai.OpenAIError as exc:
             raise PermanentLLMError(f"openai: {type(exc).__name__}") from None
-        return self._result(response, time.perf_counter() - started)
-
-    def _result(self, response: Any, latency_s: float) -> LLMResult:
         try:
-            choice = response.choices[0]
-            text = choice.message.content or ""
+            text = response.choices[0].message.content or ""
             usage = response.usage
-            counts = Usage(
-                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            )
+            counts = token_usage(getattr(usage, "prompt_tokens", 0), getattr(usage, "completion_tokens", 0))
         except (AttributeError, IndexError, TypeError, ValueError):
             raise TransientLLMError("openai: malformed response body (no choices)") from None
-        return LLMResult(text=text, usage=counts, latency_s=latency_s, model=self.model, backend=self.backend)
-
-    def _lean_result(self, data: Any, started: float) -> LLMResult:
-        """The result read from a decoded `chat.completion` document (same checks as `_result`)."""
-        try:
-            text = data["choices"][0]["message"]["content"] or ""
-            usage = data.get("usage") or {}
-            counts = Usage(
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-            )
-        except (AttributeError, IndexError, KeyError, TypeError, ValueError):
-            raise TransientLLMError("openai: malformed response body (no choices)") from None
-        if not isinstance(text, str):
-            raise TransientLLMError("openai: malformed response body (content is not text)")
-        return LLMResult(
-            text=text, usage=counts, latency_s=time.perf_counter() - started, model=self.model, backend=self.backend
-        )
+        return text, counts
 
     def preflight_target(self) -> PreflightTarget:
         """GET {base_url}/models with the key and headers of every call (either client): free, and a
@@ -202,6 +167,19 @@ def wire_body(kwargs: dict[str, Any]) -> dict[str, Any]:
     body = {k: v for k, v in kwargs.items() if k != "extra_body"}
     body.update(kwargs.get("extra_body") or {})
     return body
+
+
+def _lean_reply(data: Any) -> tuple[str, Usage]:
+    """The text and token counts of a decoded `chat.completion` document (the official reply's checks)."""
+    try:
+        text = data["choices"][0]["message"]["content"] or ""
+        usage = data.get("usage") or {}
+        counts = token_usage(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        raise TransientLLMError("openai: malformed response body (no choices)") from None
+    if not isinstance(text, str):
+        raise TransientLLMError("openai: malformed response body (content is not text)")
+    return text, counts
 
 
 def _error_message(body: Any) -> str:
