@@ -214,3 +214,11 @@ def test_a_corpus_path_given_with_set_is_relative_to_where_the_command_runs(tmp_
     assert main([*args, "--set", "progress=false"]) == 0
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["config"]["simulator"]["nlg_corpus_path"] == str(tmp_path / "data" / "seekers.jsonl")
+
+
+def test_a_give_up_turn_takes_its_goodbye_from_the_templates_and_the_rest_from_the_corpus():
+    generator = nlg(corpus())
+    turn = [act("NOTE.YES", TITLE="Heat (1995)"), act("COMPLETE")]
+    result = generator.realise(turn, random.Random(0), "user_gave_up")
+    assert result.source == MIXED and result.origin[0].startswith("conv-") and result.origin[1] == "template"
+    assert result.text.endswith(tuple(load_default_templates()["COMPLETE:user_gave_up"]))

@@ -61,6 +61,9 @@ def test_gives_up_when_nothing_fits():
     crs = ScriptedCRS(ScriptedCRS.Config(type="scripted", order=["2", "5", "6", "1"]), sim.context)
     dialogue = run_conversation(sim, crs)
     assert dialogue.end_reason == "user_gave_up"
+    goodbye = dialogue.utterances[-1]
+    assert goodbye.participant == "USER" and goodbye.metadata["stop_reason"] == "user_gave_up"
+    assert not any(word in goodbye.text.lower() for word in ("thank", "great")), goodbye.text
 
 
 def test_runs_without_an_item_collection():

@@ -333,6 +333,14 @@ def test_scores_a_simulated_run_and_reads_the_agenda_users_acts(trained, simulat
     d.add(Utterance(participant="USER", text="hm", dialogue_acts=[DialogueAct(intent="NOTE.DISLIKE")]))
     row = dict(zip(TURN_FEATURES, conversation_features(d).hand[0]))
     assert row["n_reject"] == 1.0 and row["p_reject"] == 0.0 and row["a_titles"] == 1.0
+    # a closing act is not acceptance or thanks: a user who gives up closes too
+    left = Dialogue(conversation_id="left")
+    left.add(Utterance(participant="USER", text="something funny?"))
+    left.add(Utterance(participant="AGENT", text="Try Heat (1995)."))
+    acts = [DialogueAct(intent="NOTE.NEUTRAL"), DialogueAct(intent="COMPLETE")]
+    left.add(Utterance(participant="USER", text="Meh. Never mind, bye.", dialogue_acts=acts))
+    row = dict(zip(TURN_FEATURES, conversation_features(left).hand[0]))
+    assert (row["n_accept"], row["n_thanks"], row["n_give_up"]) == (0.0, 0.0, 1.0)
 
 
 def test_worker_processes_give_the_same_run_file_in_the_same_order(trained, tmp_path):

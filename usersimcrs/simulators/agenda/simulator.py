@@ -171,14 +171,16 @@ class AgendaSimulator(UserSimulator):
         }
         if understood.note:
             meta["nlu_note"] = understood.note
-        utterance = await self._utterance(decision.acts, dialogue, meta)
+        utterance = await self._utterance(decision.acts, dialogue, meta, decision.stop)
         if decision.stop is not None:
             utterance.metadata["stop_reason"] = decision.stop
             return Stop(reason=decision.stop, utterance=utterance)
         return utterance
 
-    async def _utterance(self, acts: list[DialogueAct], dialogue: Dialogue, meta: dict[str, Any]) -> Utterance:
-        generated = await self.nlg.generate(acts, dialogue, rng=self.rng, seed=self._turn_seed(2))
+    async def _utterance(
+        self, acts: list[DialogueAct], dialogue: Dialogue, meta: dict[str, Any], ending: str | None = None
+    ) -> Utterance:
+        generated = await self.nlg.generate(acts, dialogue, rng=self.rng, seed=self._turn_seed(2), ending=ending)
         state = self.policy.state
         meta.update(
             {

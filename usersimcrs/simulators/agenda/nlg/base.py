@@ -51,9 +51,11 @@ class NLG(ABC):
 
     @abstractmethod
     async def generate(
-        self, acts: list[DialogueAct], dialogue: Dialogue, *, rng: random.Random, seed: int
+        self, acts: list[DialogueAct], dialogue: Dialogue, *, rng: random.Random, seed: int, ending: str | None = None
     ) -> NLGResult:
-        """The user's utterance expressing `acts` in order."""
+        """The user's utterance expressing `acts` in order. `ending`: why the user ends the conversation with
+        this turn (the policy's stop reason, e.g. `user_gave_up`), None while it goes on: a user who leaves
+        without finding anything does not close as one who found something does."""
 
 
 nlg_components: Registry[type[NLG]] = Registry(

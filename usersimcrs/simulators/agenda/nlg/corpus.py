@@ -97,22 +97,25 @@ class CorpusNLG(NLG):
         self.templates = TemplateNLG(settings)
 
     async def generate(
-        self, acts: list[DialogueAct], dialogue: Dialogue, *, rng: random.Random, seed: int
+        self, acts: list[DialogueAct], dialogue: Dialogue, *, rng: random.Random, seed: int, ending: str | None = None
     ) -> NLGResult:
-        return self.realise(acts, rng)
+        return self.realise(acts, rng, ending)
 
-    def realise(self, acts: list[DialogueAct], rng: random.Random) -> NLGResult:
-        """One message for the whole turn if the corpus has one, else one per act (templates for the rest)."""
+    def realise(self, acts: list[DialogueAct], rng: random.Random, ending: str | None = None) -> NLGResult:
+        """One message for the whole turn if the corpus has one, else one per act (templates for the rest).
+        An act the templates word for this `ending` (a give-up's goodbye) is theirs: the corpus's closings are
+        labelled by act, not by how the conversation went, and most thank someone who helped."""
         if not acts:
-            return self.templates.realise(acts, rng)
-        whole = self._pick(self.pool.candidates(acts), acts, rng, short=False)
+            return self.templates.realise(acts, rng, ending)
+        closing = [self.templates.ending_key(act, ending) is not None for act in acts]
+        whole = None if any(closing) else self._pick(self.pool.candidates(acts), acts, rng, short=False)
         if whole is not None:
             return NLGResult(text=whole[0], source=CORPUS, origin=[whole[1]])
         parts, origins = [], []
-        for act in acts:
-            picked = self._pick(self.pool.candidates([act]), [act], rng, short=len(acts) > 1)
+        for act, templated in zip(acts, closing, strict=True):
+            picked = None if templated else self._pick(self.pool.candidates([act]), [act], rng, short=len(acts) > 1)
             if picked is None:
-                parts.append(self.templates.realise_act(act, rng))
+                parts.append(self.templates.realise_act(act, rng, ending))
                 origins.append(TEMPLATE)
             else:
                 parts.append(picked[0])

@@ -50,7 +50,9 @@ class LLMNLG(NLG):
         self.prompt = prompt or load_prompt()
         self.templates = TemplateNLG(settings)
 
-    def messages(self, acts: list[DialogueAct], dialogue: Dialogue, rng: random.Random) -> list[Message]:
+    def messages(
+        self, acts: list[DialogueAct], dialogue: Dialogue, rng: random.Random, ending: str | None = None
+    ) -> list[Message]:
         messages = [Message(role="system", content=self.prompt["system"].strip())]
         for example_acts, text in few_shot_examples(self.settings.examples, acts, self.settings.few_shot, rng):
             messages.append(Message(role="user", content=self._user(example_acts, "(example)", "")))
@@ -59,29 +61,31 @@ class LLMNLG(NLG):
             f"{'You' if u.participant == 'USER' else 'Recommender'}: {u.text}"
             for u in dialogue.utterances[-self.settings.history_turns :]
         )
-        messages.append(Message(role="user", content=self._user(format_acts(acts), history or "(start)", "")))
+        note = str(self.prompt.get("endings", {}).get(ending, "")) if ending else ""
+        messages.append(Message(role="user", content=self._user(format_acts(acts), history or "(start)", note)))
         return messages
 
     def _user(self, acts: str, history: str, annotations: str) -> str:
         return self.prompt["user"].format(acts=acts, history=history, annotations=annotations).strip()
 
     async def generate(
-        self, acts: list[DialogueAct], dialogue: Dialogue, *, rng: random.Random, seed: int
+        self, acts: list[DialogueAct], dialogue: Dialogue, *, rng: random.Random, seed: int, ending: str | None = None
     ) -> NLGResult:
         if self.settings.llm is None:
             raise LLMError("the LLM NLG needs an LLM")
         try:
             result = await self.settings.llm().complete(
-                self.messages(acts, dialogue, rng),
+                self.messages(acts, dialogue, rng, ending),
                 temperature=0.0,
                 max_tokens=self.settings.max_tokens,
                 seed=seed,
                 component="nlg",
             )
         except LLMError as exc:
-            fallback = self.templates.realise(acts, rng)
+            fallback = self.templates.realise(acts, rng, ending)
             return NLGResult(text=fallback.text, source=f"template (llm failed: {exc})")
         text = " ".join(result.text.strip().split())
         if not text:
-            return NLGResult(text=self.templates.realise(acts, rng).text, source="template (llm returned nothing)")
+            text = self.templates.realise(acts, rng, ending).text
+            return NLGResult(text=text, source="template (llm returned nothing)")
         return NLGResult(text=text, source="llm")

@@ -33,25 +33,32 @@ class TemplateNLG(NLG):
     """Fills templates with the acts' slot values; variants are chosen with the conversation's rng."""
 
     async def generate(
-        self, acts: list[DialogueAct], dialogue: Dialogue, *, rng: random.Random, seed: int
+        self, acts: list[DialogueAct], dialogue: Dialogue, *, rng: random.Random, seed: int, ending: str | None = None
     ) -> NLGResult:
-        return self.realise(acts, rng)
+        return self.realise(acts, rng, ending)
 
-    def realise(self, acts: list[DialogueAct], rng: random.Random) -> NLGResult:
+    def realise(self, acts: list[DialogueAct], rng: random.Random, ending: str | None = None) -> NLGResult:
         whole = self.settings.mined.get(acts_signature(acts)) if acts else None
-        if whole:
+        if whole and not any(self.ending_key(act, ending) for act in acts):
             return NLGResult(text=self._fill_mined(rng.choice(whole), acts), source="mined")
-        return NLGResult(text=join_parts([self.realise_act(act, rng) for act in acts]), source="template")
+        return NLGResult(text=join_parts([self.realise_act(act, rng, ending) for act in acts]), source="template")
 
-    def realise_act(self, act: DialogueAct, rng: random.Random) -> str:
-        """One act: a mined template for its signature, else the most specific built-in one."""
+    def ending_key(self, act: DialogueAct, ending: str | None) -> str | None:
+        """The built-in key `SIGNATURE:ending` (e.g. `COMPLETE:user_gave_up`) when the template file has one."""
+        key = f"{act_signature(act)}:{ending}" if ending else None
+        return key if key in self.settings.defaults else None
+
+    def realise_act(self, act: DialogueAct, rng: random.Random, ending: str | None = None) -> str:
+        """One act: the built-in variants for how the conversation ends (when the file has them for this act),
+        else a mined template for its signature, else the most specific built-in one."""
         signature = act_signature(act)
         mined = self.settings.mined.get(signature)
-        if mined:
+        closing = self.ending_key(act, ending)
+        if mined and closing is None:
             return self._fill_mined(rng.choice(mined), [act])
         defaults = self.settings.defaults
         slot = act.slot_values[0] if act.slot_values else None
-        keys = [signature]
+        keys = [*([closing] if closing else []), signature]
         if slot is not None:
             keys.append(f"{act.intent}(*{'=' if slot.value else ''})")
         keys.append(act.intent)
