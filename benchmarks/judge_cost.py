@@ -47,9 +47,9 @@ def _config(judge_name: str, batch: bool) -> Any:
     cls = judges.get(judge_name)
     if not batch:
         return cls(cls.Config())
-    if judge_name == "debate":
-        return cls(cls.Config(factors={"batch": True}))
-    return cls(cls.Config(batch=True))
+    # a judge built on others (the debate over CoRE's factors) batches through the options of those
+    options = {"factors": {"batch": True}} if "factors" in cls.Config.model_fields else {"batch": True}
+    return cls(cls.Config.model_validate(options))
 
 
 def judge_components(judge: Any) -> list[str]:
